@@ -1,0 +1,672 @@
+"""Diff analysis shared by the review UI and the graders.
+
+Patches are untrusted agent output in ``git diff`` format: empty, malformed,
+binary or huge. ``parse_patch`` never raises; a patch it cannot read comes
+back with ``error`` set and whatever file sections did parse, so the UI can
+fall back to the raw text. Parsing splits the text at ``diff --git`` lines
+and hands each file section to ``unidiff``, so one broken section does not
+hide the others.
+
+On top of the parse sit integrity markers (cheap, explainable signals such as
+debug prints or leftover scripts), per-patch statistics for the heuristic
+grader, grouping of equivalent patches, file alignment across a group, and an
+interdiff between two trajectories.
+"""
+
+from __future__ import annotations
+
+import ast
+import codecs
+import difflib
+import keyword
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass
+from functools import cached_property, lru_cache
+from itertools import islice
+
+from unidiff import PatchSet
+from unidiff.constants import DEV_NULL
+
+EDITS_TESTS = "edits_tests"
+DELETES_TESTS = "deletes_tests"
+STRAY_FILE = "stray_file"
+DEBUG_OUTPUT = "debug_output"
+COMMENTED_CODE = "commented_code"
+WHITESPACE_ONLY = "whitespace_only"
+BINARY = "binary"
+LARGE_FILE = "large_file"
+
+LARGE_FILE_LINES = 1000
+
+MARKER_LABELS = {
+    EDITS_TESTS: "touches test files",
+    DELETES_TESTS: "removes or disables tests",
+    STRAY_FILE: "adds a leftover file (script, log, backup, build output)",
+    DEBUG_OUTPUT: "leaves debug output in",
+    COMMENTED_CODE: "adds commented-out code",
+    WHITESPACE_ONLY: "whitespace-only change",
+    BINARY: "changes a binary file",
+    LARGE_FILE: f"changes more than {LARGE_FILE_LINES} lines of one file",
+}
+
+MODIFIED, ADDED, DELETED, RENAMED = "modified", "added", "deleted", "renamed"
+IDENTICAL, WHITESPACE = "identical", "whitespace"
+ONLY_A, ONLY_B, SAME, DIFFERS = "only_a", "only_b", "same", "differs"
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One ``@@`` block. ``header`` is the @@ line, lengths always written out.
+    ``lines`` holds (kind, text), kind in " +-", with line endings removed (so
+    a CRLF-only change reads as whitespace_only).
+    ``line_markers`` holds (index into lines, marker) for line-level markers."""
+
+    header: str
+    source_start: int
+    target_start: int
+    lines: tuple[tuple[str, str], ...]
+    added: int
+    removed: int
+    markers: frozenset[str] = frozenset()
+    line_markers: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    """One file of a patch. ``old_path`` is None exactly when the file is new;
+    ``status`` is "binary" for any binary change, new or not."""
+
+    path: str
+    old_path: str | None
+    status: str
+    hunks: tuple[Hunk, ...]
+    added: int
+    removed: int
+    markers: frozenset[str] = frozenset()
+    is_test: bool = False
+
+
+@dataclass(frozen=True)
+class ParsedPatch:
+    files: tuple[FileDiff, ...] = ()
+    error: str | None = None
+
+    @property
+    def added(self) -> int:
+        return sum(f.added for f in self.files)
+
+    @property
+    def removed(self) -> int:
+        return sum(f.removed for f in self.files)
+
+    @cached_property
+    def markers(self) -> frozenset[str]:
+        return frozenset().union(*(f.markers for f in self.files))
+
+    def file(self, path: str) -> FileDiff | None:
+        return next((f for f in self.files if f.path == path), None)
+
+
+# --- path classification ---------------------------------------------------
+
+_TEST_DIRS = frozenset({"tests", "test", "testing", "__tests__", "spec", "specs"})
+_TEST_NAME_RE = re.compile(
+    r"test_.*\.py|.*_tests?\.py|tests?\.py|conftest\.py|pytest\.ini"
+    r"|.*[._-](?:test|spec)\.[cm]?[jt]sx?|.*_test\.go|.*Tests?\.(?:java|kt|swift|cs)"
+    r"|.*_spec\.rb"
+)
+_STRAY_NAME_RE = re.compile(
+    r"(?:repro|debug|tmp|temp)(?:[_\-.\d].*)?|scratch.*|.*(?:reproduc|replicat).*"
+    r"|.*\.(?:orig|rej|bak|swp|pyc|tmp|db|sqlite3?)|.*~",
+    re.IGNORECASE,
+)
+_STRAY_DIR_RE = re.compile(
+    r"repro(?:[_\-.\d].*)?|scratch.*|.*(?:reproduc|replicat).*", re.IGNORECASE
+)
+# Fixture-like extensions that are leftovers outside test dirs only.
+_STRAY_DATA_RE = re.compile(r".*\.(?:log|patch|diff)", re.IGNORECASE)
+_ARTEFACT_ROOTS = frozenset({"build", "dist", ".tox", ".venv", "venv", ".eggs", ".pytest_cache"})
+_ROOT_PY_FILES = frozenset({
+    "setup.py", "conftest.py", "noxfile.py", "manage.py", "fabfile.py", "tasks.py",
+    "dodo.py", "versioneer.py", "__init__.py", "__main__.py",
+})
+
+_PY_EXT = frozenset({"py", "pyi", "pyx"})
+_SLASH_COMMENT_EXT = frozenset({
+    "js", "jsx", "ts", "tsx", "mjs", "cjs", "go", "rs", "java", "kt", "scala",
+    "c", "h", "cc", "cpp", "hpp", "cs", "swift", "php",
+})
+_CODE_EXT = _PY_EXT | _SLASH_COMMENT_EXT | {"rb", "sh", "bash", "pl", "lua", "r"}
+_INDENT_EXT = _PY_EXT | {"yaml", "yml", "coffee", "pug", "sass", "haml"}
+
+
+def _ext(path: str) -> str:
+    name = path.rsplit("/", 1)[-1]
+    return name.rsplit(".", 1)[-1].lower() if "." in name else ""
+
+
+def is_test_path(path: str) -> bool:
+    """True for files under a test dir or named like a test (any language)."""
+    *dirs, name = path.split("/")
+    return _TEST_NAME_RE.fullmatch(name) is not None or any(d in _TEST_DIRS for d in dirs)
+
+
+def is_stray_path(path: str, *, binary: bool = False) -> bool:
+    """True if a NEW file at ``path`` looks like a leftover rather than a change."""
+    *dirs, name = path.split("/")
+    if _STRAY_NAME_RE.fullmatch(name):
+        return True
+    if _STRAY_DATA_RE.fullmatch(name) and not any(d in _TEST_DIRS for d in dirs):
+        return True
+    if dirs and (dirs[0] in _ARTEFACT_ROOTS or any(
+            d in ("__pycache__", "node_modules") or d.endswith(".egg-info")
+            or _STRAY_DIR_RE.fullmatch(d) for d in dirs)):
+        return True
+    return not dirs and (binary or (name.endswith(".py") and name not in _ROOT_PY_FILES))
+
+
+# --- line-level detectors ----------------------------------------------------
+
+_DEBUG_RE = re.compile(
+    r"(?<![\w.])(?<!def )print\s*\(|\bbreakpoint\s*\(\s*\)|\b(?:i?pdb|pudb)\.set_trace\s*\("
+    r"|^\s*import\s+i?pdb\b|\bconsole\.(?:log|debug|trace)\s*\(|\blogging\.debug\s*\("
+    r"|\bsys\.stderr\.write\s*\(|\bdebugger\s*;|\bdbg!\s*\("
+)
+# A literal-only pre-check: 20x cheaper than _DEBUG_RE on the lines that miss.
+_DEBUG_HINT_RE = re.compile(r"print|breakpoint|pu?db|console\.|logging|stderr|debugger|dbg!")
+_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
+_TEST_DEF_RE = re.compile(
+    r"\s*(?:(?:async\s+)?def\s+test|class\s+Test|func\s+Test|(?:it|test|describe)\s*\(|@Test\b)"
+)
+_ASSERT_RE = re.compile(r"\bassert|\bexpect\s*\(|\.raises\s*\(|\bself\.fail\b|\bt\.Fatal")
+_SKIP_RE = re.compile(
+    r"@pytest\.mark\.(?:skip|xfail)\b|@unittest\.(?:skip|expectedFailure)\b"
+    r"|\bpytest\.(?:skip|xfail)\s*\(|\bself\.skipTest\s*\(|\b(?:it|test|describe)\.skip\s*\("
+    r"|\bx(?:it|describe)\s*\(|\bt\.Skip(?:Now|f)?\s*\("
+)
+_PY_CLAUSE_RE = re.compile(r"(?:else|finally|try)\s*:|(?:elif|except)\b.*:")
+_PY_HINT_RE = re.compile(
+    r"[(=:\[]|^(?:return|import|from|raise|pass|break|continue|del|yield|assert)\b"
+)
+_PY_PRAGMA_RE = re.compile(
+    r"(?:type|noqa|pylint|pyright|mypy|fmt|isort|pragma|flake8|ruff|nosec|coding)\b"
+)
+_PY_TOKEN_RE = re.compile(r"[^\W\d]\w*|\d[\w.]*|\S")
+_PY_KEYWORDS = frozenset(keyword.kwlist + keyword.softkwlist)
+_PY_OPEN_CALL_RE = re.compile(r"[\w.]+\s*(?:=\s*[\w.]+\s*)?\(.*[(,]")
+_SLASH_CODE_RE = re.compile(
+    r"(?:return\b.*|(?:const|let|var)\s+\w+\s*=.*|[\w.$\[\]]+\s*\(.*\)|[\w.$\[\]]+\s*[-+*/]?=[^=].*);"
+    r"|(?:if|for|while|switch)\s*\(.*\)\s*\{?|\}\s*(?:else\b.*)?"
+)
+
+
+def _adjacent_operands(code: str) -> bool:
+    """Two names/numbers in a row with no keyword between: prose, never Python."""
+    previous = False
+    for token in _PY_TOKEN_RE.findall(_STRING_RE.sub('""', code)):
+        operand = (token[0].isalnum() or token[0] == "_") and token not in _PY_KEYWORDS
+        if operand and previous:
+            return True
+        previous = operand
+    return False
+
+
+def _python_comment_verdict(body: str) -> bool | None:
+    """The cheap part of the commented-code test: True/False, or None when
+    only a parse can tell."""
+    if _PY_CLAUSE_RE.fullmatch(body):
+        return True
+    if (len(body) > 200 or "\\" in body or _PY_PRAGMA_RE.match(body)
+            or not _PY_HINT_RE.search(body) or _adjacent_operands(body)):
+        return False
+    return None
+
+
+@lru_cache(maxsize=4096)  # vendored code repeats its comment lines
+def _parses_as_statement(body: str) -> bool:
+    try:
+        tree = ast.parse(body + "\n    pass" if body.endswith(":") else body)
+    except Exception:  # SyntaxError, or ValueError/RecursionError on odd input
+        return _PY_OPEN_CALL_RE.fullmatch(body) is not None
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr):  # a bare name or sum is prose ("# well-known")
+        return isinstance(first.value, ast.Call | ast.Await | ast.Yield | ast.YieldFrom)
+    if isinstance(first, ast.AnnAssign):  # "# Note: this is slow"
+        return first.value is not None
+    return first is not None
+
+
+class _Budget:
+    """Checking a comment costs up to ~15 us (a tokenise, maybe an ast.parse):
+    cap the comments checked per patch so that a hostile patch of 100k
+    code-like comments still parses fast. Comments past the cap are not flagged."""
+
+    def __init__(self, comments: int = 5_000) -> None:
+        self.comments = comments
+
+
+def _commented_code(stripped: str, ext: str, budget: _Budget) -> bool:
+    if ext in _PY_EXT and stripped.startswith("#") and not stripped.startswith("#!"):
+        body = stripped.lstrip("#").strip()
+        if not body or budget.comments <= 0:
+            return False
+        budget.comments -= 1
+        verdict = _python_comment_verdict(body)
+        return _parses_as_statement(body) if verdict is None else verdict
+    if ext in _SLASH_COMMENT_EXT and stripped.startswith("//") and not stripped.startswith("///"):
+        body = stripped[2:].strip()
+        return bool(body) and _SLASH_CODE_RE.fullmatch(body) is not None
+    return False
+
+
+def _debug_output(text: str, ext: str) -> bool:
+    if not _DEBUG_HINT_RE.search(text) or not _DEBUG_RE.search(text):
+        return False
+    code = _STRING_RE.sub('""', text)
+    code = code.split("#", 1)[0] if ext in _PY_EXT else code.split("//", 1)[0]
+    return _DEBUG_RE.search(code) is not None
+
+
+def _same_modulo_whitespace(a: list[str], b: list[str], keep_indent: bool) -> bool:
+    if keep_indent:
+        if sum(1 for line in a if line.strip()) != sum(1 for line in b if line.strip()):
+            return False
+        return normalise_whitespace("\n".join(a)) == normalise_whitespace("\n".join(b))
+    return " ".join(a).split() == " ".join(b).split()  # also ignores re-wrapping
+
+
+def normalise_whitespace(text: str, *, keep_indent: bool = True) -> str:
+    """Drop blank lines and line-ending/trailing whitespace, collapse runs of
+    inner whitespace; leading indentation is kept unless ``keep_indent`` is
+    false (it is meaningful in Python).
+
+    >>> normalise_whitespace("if x:\\r\\n    y  =  1   \\n\\n")
+    'if x:\\n    y = 1'
+    """
+    out = []
+    for line in text.replace("\r\n", "\n").split("\n"):
+        body = " ".join(line.split())
+        if body:
+            out.append(line[: len(line) - len(line.lstrip())] + body if keep_indent else body)
+    return "\n".join(out)
+
+
+def _analyse_hunk(lines: list[tuple[str, str]], ext: str, is_test: bool, check_code: bool,
+                  is_new: bool, budget: _Budget) -> tuple[frozenset[str], tuple]:
+    """Hunk-level markers and (line index, marker) pairs for one hunk."""
+    markers: set[str] = set()
+    flagged: list[tuple[int, str]] = []
+    python = ext in _PY_EXT
+    # Inside a triple-quoted string on the post-image side. A hunk that starts
+    # inside a docstring gets this backwards; it then misses flags, never adds.
+    in_string = False
+    tests = asserts = 0  # added minus removed, in test files
+    for i, (kind, text) in enumerate(lines):
+        stripped = text.strip()
+        if is_test and kind != " " and not stripped.startswith(("#", "//")):
+            sign = -1 if kind == "-" else 1
+            tests += sign * (_TEST_DEF_RE.match(text) is not None)
+            asserts += sign * (_ASSERT_RE.search(text) is not None)
+            if kind == "+" and not is_new and _SKIP_RE.search(text):
+                markers.add(DELETES_TESTS)
+        if kind == "-":
+            continue
+        quoted = in_string
+        if python and ('"""' in text or "'''" in text):
+            if (text.count('"""') + text.count("'''")) % 2:
+                in_string = not in_string
+                quoted = True
+        if kind != "+" or quoted or not check_code:
+            continue
+        if _commented_code(stripped, ext, budget):
+            flagged.append((i, COMMENTED_CODE))
+        elif not is_test and _debug_output(text, ext):
+            flagged.append((i, DEBUG_OUTPUT))
+    if tests < 0 or asserts < 0:
+        markers.add(DELETES_TESTS)
+    removed = [t for k, t in lines if k == "-"]
+    added = [t for k, t in lines if k == "+"]
+    if _same_modulo_whitespace(removed, added, keep_indent=ext in _INDENT_EXT):
+        markers.add(WHITESPACE_ONLY)
+    markers.update(m for _, m in flagged)
+    return frozenset(markers), tuple(flagged)
+
+
+# --- parsing ------------------------------------------------------------------
+
+_KINDS = ("+", "-", " ")  # unidiff also yields "\\" (no newline) and "" (trailing blank)
+
+
+def _clean_path(raw: str | None, prefix: str) -> str | None:
+    if raw is None or raw == DEV_NULL:
+        return None
+    path = raw.strip()
+    if len(path) >= 2 and path[0] == path[-1] == '"':  # git's C-style quoting
+        try:
+            path = codecs.escape_decode(path[1:-1].encode())[0].decode("utf-8", "replace")
+        except ValueError:
+            path = path[1:-1]
+    return path[2:] if path.startswith(prefix) else path
+
+
+def _file_diff(pf, budget: _Budget) -> FileDiff:
+    src = _clean_path(pf.source_file, "a/")
+    tgt = _clean_path(pf.target_file, "b/")
+    path = tgt or src or ""
+    if pf.is_binary_file:
+        status = BINARY
+    elif src is None:
+        status = ADDED
+    elif tgt is None:
+        status = DELETED
+    else:
+        status = RENAMED if src != tgt else MODIFIED
+    is_new = src is None
+    is_test = is_test_path(path)
+    stray = is_new and is_stray_path(path, binary=status == BINARY)
+    ext = _ext(path)
+    check_code = ext in _CODE_EXT and not stray
+    hunks = []
+    for h in pf:
+        lines = [(ln.line_type, ln.value.rstrip("\r\n")) for ln in h if ln.line_type in _KINDS]
+        added = sum(1 for k, _ in lines if k == "+")
+        removed = sum(1 for k, _ in lines if k == "-")
+        header = f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@"
+        section = h.section_header.strip()
+        markers, flagged = _analyse_hunk(lines, ext, is_test, check_code, is_new, budget)
+        hunks.append(Hunk(
+            header=f"{header} {section}" if section else header,
+            source_start=h.source_start, target_start=h.target_start, lines=tuple(lines),
+            added=added, removed=removed,
+            markers=markers, line_markers=flagged,
+        ))
+    added, removed = sum(h.added for h in hunks), sum(h.removed for h in hunks)
+    markers = set().union(*(h.markers for h in hunks)) - {WHITESPACE_ONLY}
+    if hunks and all(WHITESPACE_ONLY in h.markers for h in hunks):
+        markers.add(WHITESPACE_ONLY)
+    for flag, on in ((EDITS_TESTS, is_test), (DELETES_TESTS, is_test and status == DELETED),
+                     (STRAY_FILE, stray), (BINARY, status == BINARY),
+                     (LARGE_FILE, added + removed > LARGE_FILE_LINES)):
+        if on:
+            markers.add(flag)
+    return FileDiff(path=path, old_path=src, status=status, hunks=tuple(hunks),
+                    added=added, removed=removed, markers=frozenset(markers), is_test=is_test)
+
+
+def _sections(lines: list[str]) -> Iterator[tuple[int, list[str]]]:
+    starts = [i for i, line in enumerate(lines) if line.startswith("diff --git ")]
+    if not starts or starts[0] > 0:
+        starts.insert(0, 0)
+    for start, end in zip(starts, starts[1:] + [len(lines)], strict=True):
+        yield start + 1, lines[start:end]
+
+
+def parse_patch(text: str) -> ParsedPatch:
+    """Parse a ``git diff``; never raises (bad input sets ``error``)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if not isinstance(text, str):
+        return ParsedPatch(error=f"patch is {type(text).__name__}, not text")
+    if not text.strip():
+        return ParsedPatch()
+    first_eol = text.find("\n")
+    if first_eol > 0 and text[first_eol - 1] == "\r":  # a patch saved with CRLF throughout
+        text = text.replace("\r\n", "\n")
+    # split on "\n" only: str.splitlines would also break content at \f, \u2028, ...
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    if not lines[-1]:
+        lines.pop()
+    files: list[FileDiff] = []
+    errors: list[str] = []
+    budget = _Budget()
+    for lineno, section in _sections(lines):
+        try:
+            files.extend(_file_diff(pf, budget) for pf in PatchSet(section))
+        except Exception as exc:  # unidiff raises more than UnidiffParseError on junk
+            message = f"file section at line {lineno}: {type(exc).__name__}: {exc}"
+            errors.append(message.strip()[:300])
+    error = None
+    if errors:
+        more = f" (and {len(errors) - 1} more broken file sections)" if len(errors) > 1 else ""
+        error = errors[0] + more
+    elif not files:
+        error = "no file changes found in patch text"
+    return ParsedPatch(files=tuple(files), error=error)
+
+
+# --- statistics -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PatchStats:
+    """Features of one patch for the heuristic grader (``as_dict`` for rows)."""
+
+    files_changed: int
+    lines_added: int
+    lines_removed: int
+    lines_changed: int
+    code_lines_changed: int  # outside test files and stray files: the fix itself
+    hunks: int
+    new_files: int
+    deleted_files: int
+    renamed_files: int
+    binary_files: int
+    test_files_touched: int
+    test_files_added: int
+    stray_files: int
+    large_files: int
+    whitespace_only_hunks: int
+    test_removal_hunks: int
+    debug_output_lines: int
+    commented_code_lines: int
+    parse_error: bool
+
+    def as_dict(self) -> dict[str, int | bool]:
+        return asdict(self)
+
+
+def patch_stats(parsed: ParsedPatch) -> PatchStats:
+    files = parsed.files
+    hunks = [h for f in files for h in f.hunks]
+    flags = Counter(m for h in hunks for _, m in h.line_markers)
+    return PatchStats(
+        files_changed=len(files),
+        lines_added=parsed.added,
+        lines_removed=parsed.removed,
+        lines_changed=parsed.added + parsed.removed,
+        code_lines_changed=sum(f.added + f.removed for f in files
+                               if not f.is_test and STRAY_FILE not in f.markers),
+        hunks=len(hunks),
+        new_files=sum(f.old_path is None for f in files),
+        deleted_files=sum(f.status == DELETED for f in files),
+        renamed_files=sum(f.status == RENAMED for f in files),
+        binary_files=sum(f.status == BINARY for f in files),
+        test_files_touched=sum(f.is_test for f in files),
+        test_files_added=sum(f.is_test and f.old_path is None for f in files),
+        stray_files=sum(STRAY_FILE in f.markers for f in files),
+        large_files=sum(LARGE_FILE in f.markers for f in files),
+        whitespace_only_hunks=sum(WHITESPACE_ONLY in h.markers for h in hunks),
+        test_removal_hunks=sum(DELETES_TESTS in h.markers for h in hunks),
+        debug_output_lines=flags[DEBUG_OUTPUT],
+        commented_code_lines=flags[COMMENTED_CODE],
+        parse_error=parsed.error is not None,
+    )
+
+
+# --- equivalence --------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class EquivalenceClass:
+    """Trajectories with the same patch. ``kind`` is "identical" when every
+    member's patch text is byte-identical, else "whitespace"."""
+
+    kind: str
+    representative: str
+    members: tuple[str, ...]
+
+
+def _change_key(text: str) -> object:
+    """What two patches must share to count as the same change up to whitespace:
+    per file, its changed lines whitespace-normalised, with context, index
+    lines, hunk positions, blank lines and whitespace-only hunks left out.
+    Unparseable or binary patches only match byte for byte."""
+    parsed = parse_patch(text)
+    if parsed.error is not None or BINARY in parsed.markers:
+        return ("raw", text)
+    key = []
+    for f in parsed.files:
+        changes = tuple(
+            (kind, normalise_whitespace(line))
+            for h in f.hunks if WHITESPACE_ONLY not in h.markers
+            for kind, line in h.lines if kind != " " and line.strip()
+        )
+        if changes or f.status != MODIFIED:
+            key.append((f.path, f.old_path, f.status, changes))
+    return ("changes", tuple(sorted(key)))
+
+
+def equivalence_classes(patches: Mapping[str, str]) -> list[EquivalenceClass]:
+    """Group trajectory ids whose patches are the same change.
+
+    Only groups of two or more are returned (a trajectory in no class is
+    unique); each id is in at most one class. Classes and members follow input
+    order; the representative is the first member.
+    """
+    keys: dict[str, object] = {}
+    groups: dict[object, list[str]] = {}
+    for tid, text in patches.items():
+        if text not in keys:
+            keys[text] = _change_key(text)
+        groups.setdefault(keys[text], []).append(tid)
+    classes = []
+    for members in groups.values():
+        if len(members) > 1:
+            kind = IDENTICAL if len({patches[m] for m in members}) == 1 else WHITESPACE
+            classes.append(EquivalenceClass(kind, members[0], tuple(members)))
+    return classes
+
+
+# --- alignment across a group -----------------------------------------------------
+
+@dataclass(frozen=True)
+class FileRow:
+    """One file path across a group; ``cells`` has every trajectory id, None
+    where that trajectory did not touch the file."""
+
+    path: str
+    cells: dict[str, FileDiff | None]
+    touched_by: tuple[str, ...]
+
+
+def _by_path(parsed: ParsedPatch) -> dict[str, FileDiff]:
+    # git never repeats a path; for hand-made patches that do, the first wins
+    out: dict[str, FileDiff] = {}
+    for f in parsed.files:
+        out.setdefault(f.path, f)
+    return out
+
+
+def align_files(patches: Mapping[str, ParsedPatch]) -> list[FileRow]:
+    """Rows for every path, most-touched first, then alphabetical."""
+    per_traj = {tid: _by_path(parsed) for tid, parsed in patches.items()}
+    paths = {path for files in per_traj.values() for path in files}
+    rows = []
+    for path in paths:
+        cells = {tid: files.get(path) for tid, files in per_traj.items()}
+        touched = tuple(tid for tid, cell in cells.items() if cell is not None)
+        rows.append(FileRow(path=path, cells=cells, touched_by=touched))
+    rows.sort(key=lambda row: (-len(row.touched_by), row.path))
+    return rows
+
+
+def unique_files(patches: Mapping[str, ParsedPatch], among: Iterable[str]) -> dict[str, set[str]]:
+    """For each id in ``among``: the paths no other id in ``among`` touched."""
+    ids = list(dict.fromkeys(among))
+    touched = {tid: set(_by_path(patches[tid])) for tid in ids}
+    counts = Counter(path for paths in touched.values() for path in paths)
+    return {tid: {p for p in paths if counts[p] == 1} for tid, paths in touched.items()}
+
+
+# --- interdiff -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FileInterdiff:
+    """How trajectory A's change to ``path`` differs from B's. ``lines`` is a
+    unified diff for "differs", that side's hunks for "only_a"/"only_b", empty
+    for "same"; ``truncated`` says lines were left out to bound the output."""
+
+    path: str
+    status: str
+    lines: tuple[str, ...]
+    truncated: bool = False
+
+
+_DIFF_INPUT_CAP = 3000  # lines per side handed to difflib, which is superlinear
+
+
+def _render_hunks(f: FileDiff) -> Iterator[str]:
+    for h in f.hunks:
+        yield h.header
+        yield from (kind + text for kind, text in h.lines)
+
+
+def _post_image(f: FileDiff) -> list[str]:
+    """The changed regions of the file after the patch: each hunk's context
+    and added lines. Without the base file this is all we can rebuild; the
+    separators carry only the base-side range, which both sides share, so
+    edits elsewhere in the file do not make every separator differ."""
+    out: list[str] = []
+    for h in f.hunks:
+        old_len = sum(1 for kind, _ in h.lines if kind != "+")
+        out.append(f"@@ -{h.source_start},{old_len} @@")
+        out.extend(text for kind, text in h.lines if kind != "-")
+    return out
+
+
+def _differences(a: FileDiff, b: FileDiff) -> tuple[list[str], bool]:
+    """Diff lines of B's change against A's, and whether the input was capped."""
+    if BINARY in (a.status, b.status):
+        return ["binary file: contents cannot be compared"], False
+    head = []
+    if a.status != b.status or a.old_path != b.old_path:
+        head = [f"A: {a.status} (from {a.old_path}); B: {b.status} (from {b.old_path})"]
+    left, right = _post_image(a), _post_image(b)
+    if left == right:  # same result, reached by removing different lines
+        left, right = list(_render_hunks(a)), list(_render_hunks(b))
+    capped = max(len(left), len(right)) > _DIFF_INPUT_CAP
+    left, right = left[:_DIFF_INPUT_CAP], right[:_DIFF_INPUT_CAP]
+    return head + list(difflib.unified_diff(
+        left, right, f"A/{a.path}", f"B/{b.path}", lineterm="")), capped
+
+
+def _same_change(a: FileDiff, b: FileDiff) -> bool:
+    return (a.status == b.status != BINARY and a.old_path == b.old_path
+            and [(h.header, h.lines) for h in a.hunks] == [(h.header, h.lines) for h in b.hunks])
+
+
+def interdiff(patch_a: str | ParsedPatch, patch_b: str | ParsedPatch, *,
+              max_file_lines: int = 400, max_total_lines: int = 4000) -> list[FileInterdiff]:
+    """File by file, sorted by path, how B's change differs from A's."""
+    files_a = _by_path(patch_a if isinstance(patch_a, ParsedPatch) else parse_patch(patch_a))
+    files_b = _by_path(patch_b if isinstance(patch_b, ParsedPatch) else parse_patch(patch_b))
+    budget = max_total_lines
+    out = []
+    for path in sorted(files_a.keys() | files_b.keys()):
+        a, b = files_a.get(path), files_b.get(path)
+        capped = False
+        if a is None or b is None:
+            status, body = (ONLY_B, _render_hunks(b)) if a is None else (ONLY_A, _render_hunks(a))
+        elif _same_change(a, b):
+            status, body = SAME, iter(())
+        elif budget <= 0:  # no room left: skip difflib's cost
+            status, body = DIFFERS, iter(("",))
+        else:
+            lines, capped = _differences(a, b)
+            status, body = DIFFERS, iter(lines)
+        kept = tuple(islice(body, max(0, min(max_file_lines, budget))))
+        truncated = capped or next(body, None) is not None
+        budget -= len(kept)
+        out.append(FileInterdiff(path=path, status=status, lines=kept, truncated=truncated))
+    return out

@@ -1,0 +1,612 @@
+"""Streaming reader and validator for the rollout format, version 1 (DESIGN §4).
+
+``read_rollouts`` yields valid rollouts one at a time and records every problem in an
+``ErrorLog`` instead of stopping at the first, so one pass over a batch reports all of its
+errors. The caller decides what errors mean; the importer rolls its transaction back.
+Memory stays bounded by the longest accepted line plus one entry per trajectory id.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import math
+import os
+import re
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import zstandard
+
+MAX_LINE_BYTES = 32 * 1024 * 1024
+MAX_ID_CHARS = 512
+
+_CHUNK = 64 * 1024
+_MAGIC = {"gzip": b"\x1f\x8b", "zstd": b"\x28\xb5\x2f\xfd"}
+_SUFFIX = {"gzip": ".gz", "zstd": ".zst"}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_COUNT_METRICS = ("num_turns", "output_tokens", "input_tokens")
+_TOP_LEVEL = frozenset(
+    ("group_id", "trajectory_id", "reward", "passed", "patch")
+    + ("task", "messages", "tests", "metrics", "meta")
+)
+_TASK_KEYS = frozenset(("id", "statement", "repo", "base_commit", "reference_patch"))
+
+
+@dataclass(frozen=True, slots=True)
+class TaskInfo:
+    id: str
+    statement: str
+    repo: str
+    base_commit: str
+    reference_patch: str | None
+    extra: dict
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    group_id: str
+    trajectory_id: str
+    reward: float
+    passed: bool
+    patch: str
+    task: TaskInfo | None
+    messages: list[dict] | None
+    tests: dict | None
+    metrics: dict
+    meta: dict
+    source: str
+    line: int
+    content_hash: str
+
+
+class ErrorLog:
+    """Collects ``file:line: field: reason`` messages; keeps the first ``cap``, counts all."""
+
+    def __init__(self, cap: int = 50) -> None:
+        self.cap = cap
+        self.messages: list[str] = []
+        self.count = 0
+
+    def add(self, source: str, line: int | None, field: str, reason: str) -> None:
+        self.count += 1
+        if len(self.messages) < self.cap:
+            where = source if line is None else f"{source}:{line}"
+            message = f"{where}: {field}: {reason}"
+            # Unpaired surrogates from JSON escapes would break whoever prints or stores this.
+            self.messages.append(message.encode("utf-8", "backslashreplace").decode("utf-8"))
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def summary(self) -> str:
+        lines = list(self.messages)
+        hidden = self.count - len(self.messages)
+        if hidden:
+            lines.append(f"... and {hidden} more error{'' if hidden == 1 else 's'}")
+        return "\n".join(lines)
+
+
+class RolloutFormatError(Exception):
+    """The input is not valid rollout format; retrying the same input cannot help."""
+
+    permanent = True
+
+    def __init__(self, errors: ErrorLog) -> None:
+        super().__init__(errors.summary())
+        self.errors = errors
+
+    def __reduce__(self):
+        return type(self), (self.errors,)
+
+
+def read_rollouts(
+    paths: Iterable[str | Path],
+    *,
+    errors: ErrorLog,
+    pass_threshold: float = 1.0,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> Iterator[Rollout]:
+    """Yield the valid rollouts of ``paths`` in order, recording every problem in ``errors``.
+
+    Duplicate ids and conflicting tasks are checked across all the paths of one call.
+    The arguments are checked now; the files are read lazily, as the result is iterated.
+    """
+    if isinstance(paths, str | Path):
+        paths = [paths]
+    if not math.isfinite(pass_threshold):
+        raise ValueError(f"pass_threshold must be finite, got {pass_threshold!r}")
+    if max_line_bytes < 1:
+        raise ValueError(f"max_line_bytes must be positive, got {max_line_bytes!r}")
+    return _read(paths, errors, float(pass_threshold), max_line_bytes)
+
+
+def load_rollouts(paths: Iterable[str | Path], *, pass_threshold: float = 1.0) -> list[Rollout]:
+    """Read every rollout of ``paths``; raise ``RolloutFormatError`` if anything is wrong."""
+    errors = ErrorLog()
+    rollouts = list(read_rollouts(paths, errors=errors, pass_threshold=pass_threshold))
+    if errors:
+        raise RolloutFormatError(errors)
+    return rollouts
+
+
+def _read(paths, errors: ErrorLog, pass_threshold: float, limit: int) -> Iterator[Rollout]:
+    batch = _Batch(errors, pass_threshold)
+    for path in paths:
+        source = str(path)
+        for line, record, suspicious in _records(Path(path), source, errors, limit):
+            rollout = batch.validate(record, source, line, suspicious)
+            if rollout is not None:
+                yield rollout
+
+
+# Reading: files -> decompressed lines -> JSON objects
+
+
+def _records(path: Path, source: str, errors: ErrorLog, limit: int):
+    """Yield ``(line number, object, saw NaN/Infinity)`` for each line that parses."""
+    try:
+        raw = open(path, "rb")
+    except FileNotFoundError:
+        errors.add(source, None, "file", "no such file")
+        return
+    except IsADirectoryError:
+        errors.add(source, None, "file", "is a directory, not a file")
+        return
+    except OSError as exc:
+        errors.add(source, None, "file", f"cannot open: {exc.strerror or exc}")
+        return
+    with raw:
+        stream = _decompressed(raw, source, errors)
+        if stream is None:
+            return
+        decoder = _Decoder()
+        line = records = 0
+        try:
+            for line, data, size in _lines(stream, limit):
+                if data is None:
+                    records += 1
+                    errors.add(source, line, "line", f"is {size} bytes, over the limit of {limit}")
+                    continue
+                if not data or data.isspace():
+                    continue
+                records += 1
+                parsed = decoder.decode(data, first=line == 1)
+                if isinstance(parsed, str):
+                    errors.add(source, line, "line", parsed)
+                else:
+                    yield line, parsed, decoder.saw_constant or b"\\u0000" in data
+        except (EOFError, OSError, zlib.error, zstandard.ZstdError) as exc:
+            kind = _compression_of(source) or "file"
+            reason = f"truncated or corrupt {kind} data ({exc})"
+            errors.add(source, line + 1, "file", reason)
+            return
+        if not records:
+            errors.add(source, None, "file", "empty file (no records)")
+
+
+def _compression_of(source: str) -> str | None:
+    name = source.lower()
+    return next((kind for kind, suffix in _SUFFIX.items() if name.endswith(suffix)), None)
+
+
+def _decompressed(raw: io.BufferedReader, source: str, errors: ErrorLog) -> IO[bytes] | None:
+    """The stream of decompressed bytes, chosen by suffix and checked against magic bytes."""
+    head = raw.peek(4)[:4]
+    if not head:
+        errors.add(source, None, "file", "empty file (no records)")
+        return None
+    named = _compression_of(source)
+    actual = next((kind for kind, magic in _MAGIC.items() if head.startswith(magic)), None)
+    if named != actual:
+        if actual:
+            reason = f"contents are {actual}-compressed but the name does not end in "
+            reason += _SUFFIX[actual]
+        else:
+            reason = f"name ends in {_SUFFIX[named]} but the contents are not {named} data"
+        errors.add(source, None, "file", reason)
+        return None
+    if named == "gzip":
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if named == "zstd":
+        return io.BufferedReader(_ZstdReader(raw), _CHUNK)
+    return raw
+
+
+class _ZstdReader(io.RawIOBase):
+    """Decompresses zstd frames, raising at the end if the last frame is incomplete.
+
+    zstandard's own stream reader ends silently on truncated input, so the frame and
+    block headers are walked first (cheap: they are read, the blocks are skipped).
+    """
+
+    def __init__(self, raw: io.BufferedReader) -> None:
+        self._problem = _zstd_frame_problem(raw)
+        raw.seek(0)
+        decompressor = zstandard.ZstdDecompressor()
+        self._inner = decompressor.stream_reader(raw, read_across_frames=True, closefd=False)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self._inner.readinto(buffer)
+        if count == 0 and self._problem:
+            raise zstandard.ZstdError(self._problem)
+        return count
+
+
+def _zstd_frame_problem(raw: io.BufferedReader) -> str | None:
+    """Why the zstd frames of ``raw`` do not end exactly at the end of the file, if they don't."""
+    end = os.fstat(raw.fileno()).st_size
+    while (start := raw.tell()) < end:
+        magic = raw.read(4)
+        if int.from_bytes(magic.ljust(4, b"\0"), "little") & 0xFFFFFFF0 == 0x184D2A50:
+            position = start + 8 + int.from_bytes(raw.read(4).ljust(4, b"\0"), "little")
+        elif magic == _MAGIC["zstd"]:
+            header = magic + raw.read(14)
+            try:
+                position = start + zstandard.frame_header_size(header)
+                has_checksum = zstandard.get_frame_parameters(header).has_checksum
+            except zstandard.ZstdError:
+                return "file ends inside a frame header"
+            last = False
+            while not last and position + 3 <= end:
+                raw.seek(position)
+                block = int.from_bytes(raw.read(3), "little")
+                last, kind, size = block & 1, (block >> 1) & 3, block >> 3
+                if kind == 3:
+                    return "invalid block type"
+                position += 3 + (1 if kind == 1 else size)
+            if not last:
+                return "file ends inside a frame"
+            position += 4 if has_checksum else 0
+        else:
+            return "data after the last frame is not a zstd frame"
+        if position > end:
+            return "file ends inside a frame"
+        raw.seek(position)
+    return None
+
+
+def _lines(stream: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | None, int]]:
+    """Yield ``(line number, bytes, size)`` without the newline; bytes is None for a line
+    over ``limit`` bytes.
+
+    A long line is read in chunks and dropped once it passes the limit, so memory stays
+    bounded by ``limit`` whatever the line's length.
+    """
+    number = 0
+    while piece := stream.readline(_CHUNK):
+        number += 1
+        data: bytes | bytearray | None = piece
+        size = len(piece)
+        if not piece.endswith(b"\n"):
+            data = bytearray(piece)
+            while piece and not piece.endswith(b"\n"):
+                piece = stream.readline(_CHUNK)
+                size += len(piece)
+                if data is not None and size <= limit + 1:
+                    data += piece
+                else:
+                    data = None
+        if piece.endswith(b"\n"):  # dropped so JSON errors give the column of the line itself
+            size -= 1
+            if isinstance(data, bytearray):
+                del data[-1]
+            elif data is not None:
+                data = data[:-1]
+        yield number, (data if size <= limit else None), size
+
+
+class _Decoder:
+    """Strict JSON: UTF-8 only, and NaN/Infinity noted so they can be reported by field."""
+
+    def __init__(self) -> None:
+        self.saw_constant = False
+        self._json = json.JSONDecoder(parse_constant=self._constant)
+
+    def _constant(self, name: str) -> float:
+        self.saw_constant = True
+        return float(name)
+
+    def decode(self, data: bytes | bytearray, *, first: bool) -> Any:
+        """The parsed value, or a string saying why the line is not JSON."""
+        self.saw_constant = False
+        try:
+            text = data.decode("utf-8-sig" if first else "utf-8")
+        except UnicodeDecodeError as exc:
+            return f"not valid UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}"
+        try:
+            value = self._json.decode(text)
+        except json.JSONDecodeError as exc:
+            return f"not valid JSON: {exc.msg} at column {exc.colno}"
+        except ValueError as exc:  # e.g. an integer with too many digits
+            return f"not valid JSON: {exc}"
+        except RecursionError:
+            return "not valid JSON: nested too deeply"
+        if not isinstance(value, dict):
+            return f"must be a JSON object, got {_kind(value)}"
+        return value
+
+
+# Validation: one parsed object -> a Rollout or problems; cross-line checks in _Batch
+
+
+class _Batch:
+    """Validates records one at a time, remembering ids and tasks across lines and files."""
+
+    def __init__(self, errors: ErrorLog, pass_threshold: float) -> None:
+        self.errors = errors
+        self.pass_threshold = pass_threshold
+        self.first_seen: dict[tuple[str, str], tuple[str, int]] = {}
+        self.tasks: dict[str, tuple[str, str, int]] = {}  # group_id -> digest, source, line
+
+    def validate(self, record: dict, source: str, line: int, suspicious: bool) -> Rollout | None:
+        check = _Check(record, self.pass_threshold)
+        try:
+            rollout = check.rollout(source, line)
+            self._cross_check(check, source, line)
+            if suspicious or check.unencodable:
+                check.report_unencodable()
+        except RecursionError:
+            self.errors.add(source, line, "line", "nested too deeply")
+            return None
+        for field, reason in check.problems:
+            self.errors.add(source, line, field, reason)
+        return None if check.problems else rollout
+
+    def _cross_check(self, check: _Check, source: str, line: int) -> None:
+        group_id, trajectory_id = check.group_id, check.trajectory_id
+        if group_id is None:
+            return
+        if trajectory_id is not None:
+            first = self.first_seen.setdefault((group_id, trajectory_id), (source, line))
+            if first != (source, line):
+                check.bad(
+                    "trajectory_id",
+                    f"{trajectory_id!r} of group {group_id!r} already appeared at "
+                    f"{first[0]}:{first[1]}",
+                )
+        if check.task_digest is not None:
+            digest, *first = self.tasks.setdefault(group_id, (check.task_digest, source, line))
+            if digest != check.task_digest:
+                check.bad(
+                    "task",
+                    f"differs from the task of group {group_id!r} given at {first[0]}:{first[1]}",
+                )
+
+
+class _Check:
+    """Checks the fields of one record, collecting ``(field, reason)`` problems."""
+
+    def __init__(self, record: dict, pass_threshold: float) -> None:
+        self.record = record
+        self.pass_threshold = pass_threshold
+        self.problems: list[tuple[str, str]] = []
+        self.group_id: str | None = None
+        self.trajectory_id: str | None = None
+        self.task_digest: str | None = None
+        self.unencodable = False
+
+    def bad(self, field: str, reason: str) -> None:
+        self.problems.append((field, reason))
+
+    def rollout(self, source: str, line: int) -> Rollout | None:
+        record = self.record
+        self.group_id = self.identifier(record, "group_id", "group_id", required=True)
+        self.trajectory_id = self.identifier(
+            record, "trajectory_id", "trajectory_id", required=True
+        )
+        reward = self.reward()
+        patch = self.text(record, "patch", "patch", required=True)
+        passed = record.get("passed")
+        if passed is None:
+            passed = reward is not None and reward >= self.pass_threshold
+        elif not isinstance(passed, bool):
+            self.bad("passed", f"must be true or false, got {_kind(passed)}")
+        task, task_content = self.task(), None
+        if task is not None:
+            task_content = {**task.extra, **{key: getattr(task, key) for key in _TASK_KEYS}}
+            self.task_digest = self.digest(task_content)
+        messages = self.messages()
+        tests = self.tests()
+        metrics = self.mapping(record, "metrics", "metrics") or {}
+        for key in _COUNT_METRICS:
+            value = metrics.get(key)
+            if value is not None and (type(value) is not int or value < 0):
+                self.bad(f"metrics.{key}", f"must be a non-negative integer, got {_kind(value)}")
+        meta = self.meta()
+        if self.problems:
+            return None
+        fields = dict(
+            group_id=self.group_id,
+            trajectory_id=self.trajectory_id,
+            reward=reward,
+            passed=passed,
+            patch=patch,
+            messages=messages,
+            tests=tests,
+            metrics=metrics,
+            meta=meta,
+        )
+        content_hash = self.digest({**fields, "task": task_content})
+        if content_hash is None:
+            return None
+        return Rollout(**fields, task=task, source=source, line=line, content_hash=content_hash)
+
+    def digest(self, content: dict) -> str | None:
+        """sha256 of canonical JSON; None (reported later) if some value has no JSON form."""
+        try:
+            text = json.dumps(
+                content, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+            )
+            return hashlib.sha256(text.encode("utf-8")).hexdigest()
+        except ValueError:  # NaN or Infinity, or an unpaired surrogate (UnicodeEncodeError)
+            self.unencodable = True
+            return None
+
+    def report_unencodable(self) -> None:
+        reported = {field for field, _ in self.problems}
+        for field, reason in _unencodable(self.record, ""):
+            if field not in reported:
+                self.bad(field, reason)
+
+    def text(self, obj: dict, key: str, path: str, *, required: bool) -> str | None:
+        value = obj.get(key)
+        if value is None and required:
+            self.bad(path, "missing (required)" if key not in obj else "must be a string, got null")
+        elif value is not None and not isinstance(value, str):
+            self.bad(path, f"must be a string, got {_kind(value)}")
+            return None
+        return value
+
+    def identifier(self, obj: dict, key: str, path: str, *, required: bool) -> str | None:
+        value = self.text(obj, key, path, required=required)
+        if value is None:
+            return None
+        if not value:
+            self.bad(path, "must not be empty")
+        elif len(value) > MAX_ID_CHARS:
+            self.bad(path, f"is {len(value)} characters long, over the limit of {MAX_ID_CHARS}")
+        elif _CONTROL.search(value):
+            self.bad(path, "must not contain control characters")
+        else:
+            return value
+        return None
+
+    def mapping(self, obj: dict, key: str, path: str) -> dict | None:
+        value = obj.get(key)
+        if value is None or isinstance(value, dict):
+            return value
+        self.bad(path, f"must be an object, got {_kind(value)}")
+        return None
+
+    def array(self, obj: dict, key: str, path: str, item: type, item_kind: str) -> list | None:
+        value = obj.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            self.bad(path, f"must be an array, got {_kind(value)}")
+            return None
+        for index, element in enumerate(value):
+            if not isinstance(element, item):
+                self.bad(f"{path}[{index}]", f"must be {item_kind}, got {_kind(element)}")
+        return value
+
+    def reward(self) -> float | None:
+        if "reward" not in self.record:
+            self.bad("reward", "missing (required)")
+            return None
+        value = self.record["reward"]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.bad("reward", f"must be a number, got {_kind(value)}")
+            return None
+        try:
+            reward = float(value)
+        except OverflowError:
+            reward = math.inf
+        if not math.isfinite(reward):
+            self.bad("reward", f"must be a finite number, got {_kind(reward)}")
+            return None
+        return reward
+
+    def task(self) -> TaskInfo | None:
+        task = self.mapping(self.record, "task", "task")
+        if task is None:
+            return None
+        before = len(self.problems)
+        task_id = self.identifier(task, "id", "task.id", required=False) or self.group_id
+        statement = self.text(task, "statement", "task.statement", required=True)
+        repo, base_commit = (
+            self.text(task, key, f"task.{key}", required=False) or ""
+            for key in ("repo", "base_commit")
+        )
+        reference_patch = self.text(task, "reference_patch", "task.reference_patch", required=False)
+        if len(self.problems) > before or task_id is None:
+            return None
+        extra = {key: value for key, value in task.items() if key not in _TASK_KEYS}
+        return TaskInfo(task_id, statement, repo, base_commit, reference_patch, extra)
+
+    def messages(self) -> list[dict] | None:
+        messages = self.record.get("messages")
+        if messages is not None and not isinstance(messages, list):
+            self.bad("messages", f"must be an array, got {_kind(messages)}")
+            return None
+        for index, message in enumerate(messages or ()):
+            path = f"messages[{index}]"
+            if not isinstance(message, dict):
+                self.bad(path, f"must be an object, got {_kind(message)}")
+                continue
+            self.text(message, "role", f"{path}.role", required=True)
+            content = message.get("content")
+            if isinstance(content, list):
+                self.array(message, "content", f"{path}.content", dict, "an object")
+            elif content is not None and not isinstance(content, str):
+                reason = f"must be a string, null or an array of parts, got {_kind(content)}"
+                self.bad(f"{path}.content", reason)
+            self.array(message, "tool_calls", f"{path}.tool_calls", dict, "an object")
+            self.text(message, "tool_call_id", f"{path}.tool_call_id", required=False)
+            self.text(message, "name", f"{path}.name", required=False)
+        return messages
+
+    def tests(self) -> dict | None:
+        tests = self.mapping(self.record, "tests", "tests")
+        if tests is not None:
+            self.array(tests, "passed", "tests.passed", str, "a string")
+            self.array(tests, "failed", "tests.failed", str, "a string")
+            self.text(tests, "log", "tests.log", required=False)
+        return tests
+
+    def meta(self) -> dict:
+        """``meta``, with the record's unknown top-level keys added under their own names."""
+        meta = dict(self.mapping(self.record, "meta", "meta") or {})
+        for key, value in self.record.items():
+            if key in _TOP_LEVEL:
+                continue
+            if key in meta:
+                self.bad(key, f"unknown key clashes with meta.{key}")
+            else:
+                meta[key] = value
+        return meta
+
+
+def _kind(value: Any) -> str:
+    """How a JSON value reads in an error message: a number as itself, else its type."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, int | float):
+        text = repr(value)
+        return text if len(text) <= 24 else "a number"
+    names = {str: "a string", list: "an array", dict: "an object"}
+    return names.get(type(value), "null")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unencodable(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    """``(field, reason)`` for each value we cannot store: NaN, ±Infinity, unpaired
+    surrogate escapes (valid JSON, but not UTF-8) and NUL characters (PostgreSQL text)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path, f"must be a finite number, got {_kind(value)}"
+    elif isinstance(value, str) and not value.isascii() and _SURROGATE.search(value):
+        yield path, "contains an unpaired surrogate escape"
+    elif isinstance(value, str) and "\x00" in value:
+        yield path, "contains a NUL character (\\u0000), which the database cannot store"
+    elif isinstance(value, dict):
+        for key, element in value.items():
+            field = f"{path}.{key}" if path else key
+            if _SURROGATE.search(key):
+                yield field, "name contains an unpaired surrogate escape"
+            yield from _unencodable(element, field)
+    elif isinstance(value, list):
+        for index, element in enumerate(value):
+            yield from _unencodable(element, f"{path}[{index}]")

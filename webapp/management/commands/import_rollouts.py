@@ -1,0 +1,64 @@
+import sys
+import time
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Count
+
+from grading.rollouts import RolloutFormatError
+from webapp.services.imports import batch_import
+
+
+class Command(BaseCommand):
+    help = "Import rollout files (.jsonl, .jsonl.gz, .jsonl.zst) into a batch, whole or not at all."
+
+    def add_arguments(self, parser):
+        parser.add_argument("paths", nargs="+", help="rollout files, format v1 (docs/rollout-format.md)")
+        parser.add_argument("--batch", required=True, help="batch name, e.g. run-7/step-120")
+        parser.add_argument(
+            "--pass-threshold", type=float, default=settings.GAGAR_PASS_THRESHOLD,
+            help="reward at or above which a trajectory passes when the line has no `passed`",
+        )
+
+    def handle(self, *args, paths, batch, pass_threshold, **options):
+        started = time.monotonic()
+        show_progress = sys.stderr.isatty() and options["verbosity"] > 0
+
+        def progress(count):
+            rate = count / max(time.monotonic() - started, 1e-9)
+            sys.stderr.write(f"\r  read {count:,} trajectories ({rate:,.0f}/s)")
+            sys.stderr.flush()
+
+        try:
+            result = batch_import(
+                paths=paths, batch_name=batch, pass_threshold=pass_threshold,
+                on_progress=progress if show_progress else None,
+            )
+        except RolloutFormatError as error:
+            raise CommandError(f"nothing imported:\n{error}") from None
+        finally:
+            if show_progress:
+                sys.stderr.write("\n")
+        self.stdout.write(self._summary(result, time.monotonic() - started))
+
+    def _summary(self, result, seconds):
+        batch = result.batch
+        if result.is_noop:
+            return (f"batch {batch.name!r}: nothing new, {result.unchanged_trajectories} "
+                    "trajectories already imported with identical content")
+        labels = dict.fromkeys(("mixed", "all_pass", "all_fail", "singleton"), 0)
+        for label, count in _label_counts(batch):
+            labels[label] = count
+        verb = "created" if result.created else "extended"
+        return "\n".join([
+            f"batch {batch.name!r} {verb}: {result.new_groups} new groups, "
+            f"{result.new_trajectories} new trajectories in {seconds:.1f}s",
+            f"  groups: {batch.n_groups} ("
+            + ", ".join(f"{label} {count}" for label, count in labels.items()) + ")",
+            f"  trajectories: {batch.n_trajectories}, passed {batch.n_passed} "
+            f"(pass rate {batch.pass_rate:.1%})",
+        ])
+
+
+def _label_counts(batch):
+    return batch.groups.values_list("label").annotate(n=Count("pk")).order_by()
