@@ -1,4 +1,9 @@
-"""Roles are Django auth groups; a user may hold several."""
+"""Roles are Django auth groups; a user may hold several. Superusers hold all."""
+
+from functools import wraps
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 
 RESEARCHER = "researcher"
 ANNOTATOR = "annotator"
@@ -11,4 +16,27 @@ def has_role(user, *roles: str) -> bool:
         return False
     if user.is_superuser:
         return True
-    return user.groups.filter(name__in=roles).exists()
+    return any(name in roles for name in user_roles(user))
+
+
+def user_roles(user) -> set[str]:
+    """The user's role names, read once per request object."""
+    if not hasattr(user, "_gagar_roles"):
+        user._gagar_roles = set(user.groups.values_list("name", flat=True))
+    return user._gagar_roles
+
+
+def role_required(*roles: str):
+    """Login required (anonymous users are redirected), then 403 unless the user has one of `roles`."""
+
+    def decorator(view):
+        @login_required
+        @wraps(view)
+        def wrapped(request, *args, **kwargs):
+            if not has_role(request.user, *roles):
+                raise PermissionDenied(f"needs the role {' or '.join(roles)}")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorator
