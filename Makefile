@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV ?= .venv
 PY := $(VENV)/bin/python
 DEMO_ENV := DEBUG=1 GAGAR_DATA_DIR=$(CURDIR)/var/demo
-PG_URL ?= postgres://postgres@127.0.0.1:5432/gagar
+PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 TEST_ENV := SECRET_KEY=test-only-secret-key
 
 .PHONY: install demo test test-fast test-sqlite test-postgres lint bench clean
@@ -17,15 +17,11 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: install
-	$(DEMO_ENV) $(PY) manage.py migrate --noinput
-	$(DEMO_ENV) $(PY) manage.py add_user demo --role researcher --password demo --superuser --if-missing
-	$(DEMO_ENV) $(PY) manage.py import_rollouts sample/rollouts.jsonl --batch sample
-	$(DEMO_ENV) $(PY) manage.py advantages --batch sample --format table
-	@echo "Open http://127.0.0.1:8000 and log in as demo / demo"
-	$(DEMO_ENV) $(PY) manage.py runserver 127.0.0.1:8000
+	$(DEMO_ENV) PY=$(PY) bash scripts/demo.sh
 
 test: install
 	bash scripts/services.sh
+	bash scripts/browser.sh
 	$(MAKE) --no-print-directory lint test-sqlite test-postgres
 
 test-sqlite:
@@ -35,6 +31,7 @@ test-postgres:
 	$(TEST_ENV) DATABASE_URL=$(PG_URL) GAGAR_DATA_DIR=$(CURDIR)/var/test-postgres $(PY) -m pytest -q
 
 test-fast: install
+	bash scripts/services.sh
 	$(TEST_ENV) GAGAR_DATA_DIR=$(CURDIR)/var/test-sqlite $(PY) -m pytest -q -m "not browser and not slow"
 
 lint: install
@@ -43,6 +40,8 @@ lint: install
 bench: install
 	$(PY) bench/advantages.py
 	DATABASE_URL=$(PG_URL) $(PY) bench/ingest.py
+	DATABASE_URL=$(PG_URL) $(PY) bench/grading.py
+	$(PY) bench/pages.py
 
 clean:
 	rm -rf $(VENV) var

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from webapp.models import Batch, Group, Trajectory, Transcript
+from webapp.models import Batch, Grading, GradingRun, Group, Trajectory, Transcript
 
 
 @admin.register(Batch)
@@ -32,3 +32,21 @@ class TrajectoryAdmin(admin.ModelAdmin):
 class TranscriptAdmin(admin.ModelAdmin):
     list_display = ["trajectory"]
     raw_id_fields = ["trajectory"]
+
+
+@admin.register(GradingRun)
+class GradingRunAdmin(admin.ModelAdmin):
+    list_display = ["pk", "batch", "grader", "grader_version", "queue", "created_at", "created_by"]
+    list_filter = ["grader", "queue"]
+    list_select_related = ["batch", "created_by"]
+    raw_id_fields = ["batch"]
+
+
+@admin.register(Grading)
+class GradingAdmin(admin.ModelAdmin):
+    list_display = ["pk", "group", "run", "status", "attempts", "duration_s", "tokens", "finished_at"]
+    list_filter = ["status"]
+    list_select_related = ["group", "run"]
+    search_fields = ["group__group_id"]
+    raw_id_fields = ["run", "group"]
+    readonly_fields = ["claim_token"]

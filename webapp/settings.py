@@ -57,6 +57,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "webapp.middleware.content_security_policy",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 
@@ -124,7 +125,25 @@ X_FRAME_OPTIONS = "DENY"
 GAGAR_PASS_THRESHOLD = float(os.environ.get("GAGAR_PASS_THRESHOLD", "1.0"))
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
-CELERY_BROKER_DIR = DATA_DIR / "broker"
+CELERY_BROKER_DIR = Path(os.environ.get("CELERY_BROKER_DIR", DATA_DIR / "broker")).resolve()
+# Grading tasks: a soft limit (the task gives its groups back) below the hard
+# one (the process is killed); Redis redelivers an unacknowledged message after
+# CELERY_VISIBILITY_TIMEOUT, so that must be longer than the hard limit.
+GAGAR_GRADING_SOFT_TIME_LIMIT = int(os.environ.get("GAGAR_GRADING_SOFT_TIME_LIMIT", "1800"))
+GAGAR_GRADING_TIME_LIMIT = int(os.environ.get("GAGAR_GRADING_TIME_LIMIT", "2100"))
+CELERY_VISIBILITY_TIMEOUT = int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "7200"))
+CELERY_REDIS_KEYPREFIX = os.environ.get("CELERY_REDIS_KEYPREFIX", "")
+GAGAR_GRADING_CHUNK = int(os.environ.get("GAGAR_GRADING_CHUNK", "50"))
+GAGAR_GRADING_MAX_ATTEMPTS = int(os.environ.get("GAGAR_GRADING_MAX_ATTEMPTS", "3"))
+# The sweep re-queues gradings running longer than this (their worker is gone)
+# and re-sends queued ones whose message is older than GAGAR_GRADING_RESEND_AFTER.
+GAGAR_GRADING_STUCK_AFTER = int(os.environ.get("GAGAR_GRADING_STUCK_AFTER", str(GAGAR_GRADING_TIME_LIMIT + 300)))
+GAGAR_GRADING_RESEND_AFTER = int(os.environ.get("GAGAR_GRADING_RESEND_AFTER", "3600"))
+GAGAR_SWEEP_INTERVAL = int(os.environ.get("GAGAR_SWEEP_INTERVAL", "300"))
+# Queue per grader name, "name=queue,..."; graders not listed go to "gpu".
+GAGAR_GRADER_QUEUES = dict(
+    item.split("=", 1) for item in env_list("GAGAR_GRADER_QUEUES", "heuristic=cpu")
+)
 
 LOGGING = {
     "version": 1,

@@ -1,20 +1,28 @@
 """Advantages of a batch: GRPO, then GAGAR redistribution over final rankings.
 
 One row per trajectory, in a stable order (group, then trajectory id), so
-the same inputs and config always give the same table.
+the same inputs and config always give the same table. A group's ranking is
+its final ranking (`services.rankings`); a group without one keeps its GRPO
+advantages (source "none").
 """
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from grading.advantages import gagar_advantages
+from grading.graders.base import FLAGS
+from grading.schedules import describe_schedule, unit
 from webapp.models import Batch, Group, Trajectory
+from webapp.services.rankings import FinalRanking, final_rankings
 
 ROW_FIELDS = (
     "group_id", "trajectory_id", "reward", "passed", "label", "grpo_advantage",
-    "factor", "rank", "advantage", "source",
+    "factor", "rank", "advantage", "source", "flags", "grader_version",
 )
+# Flags that cap a trajectory's factor at w_flag when the batch sets one.
+DEFAULT_FLAG_NAMES = ("reward_hacking", "edits_tests")
 
 
 @dataclass(frozen=True)
@@ -23,6 +31,8 @@ class AdvantageConfig:
     params: dict
     norm_by_std: bool = True
     unbiased_std: bool = True
+    w_flag: float | None = None
+    flag_names: tuple[str, ...] = DEFAULT_FLAG_NAMES
 
     @classmethod
     def from_dict(cls, config: dict) -> "AdvantageConfig":
@@ -31,7 +41,33 @@ class AdvantageConfig:
             params=dict(config.get("params", {})),
             norm_by_std=config.get("norm_by_std", True),
             unbiased_std=config.get("unbiased_std", True),
+            w_flag=config.get("w_flag"),
+            flag_names=tuple(config.get("flag_names", DEFAULT_FLAG_NAMES)),
         )
+
+    def as_dict(self) -> dict:
+        return {
+            "schedule": self.schedule, "params": dict(self.params), "norm_by_std": self.norm_by_std,
+            "unbiased_std": self.unbiased_std, "w_flag": self.w_flag, "flag_names": list(self.flag_names),
+        }
+
+
+def advantage_config_update(*, batch: Batch, schedule: str, params: dict, norm_by_std: bool = True,
+                            unbiased_std: bool = True, w_flag: float | None = None,
+                            flag_names=DEFAULT_FLAG_NAMES) -> AdvantageConfig:
+    """Validate a redistribution config and keep it with `batch`; ValueError says what is wrong."""
+    params = describe_schedule(schedule, params)["params"]
+    if w_flag is not None:
+        w_flag = unit("w_flag", w_flag)
+    unknown = sorted(set(flag_names) - set(FLAGS))
+    if unknown:
+        raise ValueError(f"unknown flags {unknown}; flags are {list(FLAGS)}")
+    config = AdvantageConfig(schedule=schedule, params=params, norm_by_std=bool(norm_by_std),
+                             unbiased_std=bool(unbiased_std), w_flag=w_flag,
+                             flag_names=tuple(f for f in FLAGS if f in set(flag_names)))
+    batch.advantage_config = config.as_dict()
+    batch.save(update_fields=["advantage_config"])
+    return config
 
 
 def advantage_rows(batch: Batch, config: AdvantageConfig | None = None) -> list[dict]:
@@ -54,19 +90,36 @@ def _rows(trajectories, config: AdvantageConfig) -> list[dict]:
     )
     if not trajectories:
         return []
-    _, group_index = np.unique(np.array([t[1] for t in trajectories]), return_inverse=True)
+    group_pks, group_index = np.unique(np.array([t[1] for t in trajectories]), return_inverse=True)
     rewards = np.array([t[4] for t in trajectories], dtype=np.float64)
     passed = np.array([t[5] for t in trajectories], dtype=bool)
-    ranks = np.zeros(len(trajectories), dtype=np.int64)  # no rankings until grading lands
+    rankings = _usable(final_rankings(group_pks.tolist()), trajectories, config)
+    n = len(trajectories)
+    ranks = np.zeros(n, dtype=np.int64)
+    scores = np.full(n, np.nan)
+    flagged = np.zeros(n, dtype=bool)
+    flag_names = set(config.flag_names)
+    for i, (_, group_pk, _, trajectory_id, _, _) in enumerate(trajectories):
+        ranking = rankings.get(group_pk)
+        if ranking is None or trajectory_id not in ranking.rank_of:
+            continue
+        ranks[i] = ranking.rank_of[trajectory_id]
+        if ranking.final.scores:
+            scores[i] = ranking.final.scores.get(trajectory_id, np.nan)
+        flagged[i] = bool(flag_names.intersection(ranking.final.flags.get(trajectory_id, ())))
+    use_flags = config.w_flag is not None and flagged.any()
     result = gagar_advantages(
         rewards, group_index, passed, ranks,
         schedule=config.schedule, params=config.params,
+        scores=scores if config.schedule == "scores" else None,
+        flagged=flagged if use_flags else None, w_flag=config.w_flag if use_flags else None,
         norm_by_std=config.norm_by_std, unbiased_std=config.unbiased_std,
     )
     labels = result.label_names()
     rows = []
-    for i, (_, _, group_id, trajectory_id, reward, is_passed) in enumerate(trajectories):
+    for i, (_, group_pk, group_id, trajectory_id, reward, is_passed) in enumerate(trajectories):
         factor = result.factors[i]
+        ranking = rankings.get(group_pk)
         rows.append({
             "group_id": group_id,
             "trajectory_id": trajectory_id,
@@ -77,6 +130,64 @@ def _rows(trajectories, config: AdvantageConfig) -> list[dict]:
             "factor": None if np.isnan(factor) else float(factor),
             "rank": int(ranks[i]) or None,
             "advantage": float(result.advantages[i]),
-            "source": "none",
+            "source": ranking.final.source if ranking else "none",
+            "flags": list(ranking.final.flags.get(trajectory_id, ())) if ranking else [],
+            "grader_version": ranking.final.grader_version if ranking else "",
         })
     return rows
+
+
+@dataclass(frozen=True)
+class _Usable:
+    final: FinalRanking
+    rank_of: dict[str, int]
+
+
+def _usable(rankings: dict[int, FinalRanking], trajectories, config: AdvantageConfig) -> dict[int, _Usable]:
+    """The rankings that rank exactly the passing trajectories of their group (and, for the
+    scores schedule, score every one of them); the other groups are left unranked."""
+    passing: dict[int, set[str]] = {}
+    for _, group_pk, _, trajectory_id, _, is_passed in trajectories:
+        if is_passed:
+            passing.setdefault(group_pk, set()).add(trajectory_id)
+    out = {}
+    for group_pk, final in rankings.items():
+        rank_of = final.ranks()
+        if set(rank_of) != passing.get(group_pk, set()):
+            continue
+        if config.schedule == "scores" and not (
+                final.scores and all(math.isfinite(final.scores.get(t, math.nan)) for t in rank_of)):
+            continue
+        out[group_pk] = _Usable(final, rank_of)
+    return out
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """Counts per bin, shared edges (len(counts) + 1), for GRPO and redistributed advantages."""
+
+    edges: list[float]
+    before: list[int]
+    after: list[int]
+    n: int
+
+
+def advantage_histogram(batch: Batch, *, bins: int = 16, rows: list[dict] | None = None) -> Histogram:
+    """Distribution of the advantages of the mixed groups' trajectories, before and after
+    redistribution (the other groups' advantages are all zero)."""
+    rows = advantage_rows(batch) if rows is None else rows
+    mixed = [r for r in rows if r["label"] == "mixed"]
+    if not mixed:
+        return Histogram(edges=[], before=[], after=[], n=0)
+    before = np.array([r["grpo_advantage"] for r in mixed])
+    after = np.array([r["advantage"] for r in mixed])
+    low, high = float(min(before.min(), after.min())), float(max(before.max(), after.max()))
+    if high - low < 1e-9:
+        low, high = low - 0.5, high + 0.5
+    edges = np.linspace(low, high, bins + 1)
+    return Histogram(
+        edges=edges.tolist(),
+        before=np.histogram(before, edges)[0].tolist(),
+        after=np.histogram(after, edges)[0].tolist(),
+        n=len(mixed),
+    )

@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import json
 
 from django.core.management.base import BaseCommand, CommandError
@@ -36,7 +37,7 @@ class Command(BaseCommand):
         elif format == "csv":
             writer = csv.DictWriter(self.stdout, fieldnames=ROW_FIELDS, lineterminator="\n")
             writer.writeheader()
-            writer.writerows(rows)
+            writer.writerows({**row, "flags": ";".join(row["flags"])} for row in rows)
         else:
             self._table(rows)
 
@@ -57,7 +58,8 @@ class Command(BaseCommand):
             params = describe_schedule(schedule, params)["params"]
         except ValueError as error:
             raise CommandError(f"{error} (known schedules: {', '.join(sorted(SCHEDULES))})") from None
-        return AdvantageConfig(
+        return dataclasses.replace(
+            config,
             schedule=schedule,
             params=params,
             norm_by_std=config.norm_by_std and not options["no_std"],

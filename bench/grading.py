@@ -1,0 +1,218 @@
+"""Heuristic grading through Redis and real workers against the same grader in-process.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/gagar .venv/bin/python bench/grading.py
+
+Imports N mixed groups (4 trajectories: 3 passing with small patches that
+differ in quality, 1 failing) into a fresh PostgreSQL database. Then, in the
+same run:
+
+- in-process: the grader's `rank_many` over the same groups, already in
+  memory, on one core: the most a core can do;
+- queued: `grading_launch` (rows, then messages to Redis) until every Grading
+  is done, with one `celery worker` of P processes on this machine: claim,
+  load, grade and write each group, end to end.
+
+Prints groups/s for both and the ratio queued / (P x in-process), the queued
+path's throughput per process as a fraction of a core grading in-process.
+"""
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+BENCH_DB = "gagar_bench_grading"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+FIX = ("diff --git a/pkg/m{g}.py b/pkg/m{g}.py\n--- a/pkg/m{g}.py\n+++ b/pkg/m{g}.py\n"
+       "@@ -10,3 +10,{n} @@ def total(items):\n     subtotal = sum(items)\n-    return subtotal\n{body}"
+       "     # end\n")
+VARIANTS = (
+    "+    return round(subtotal, 2)\n",
+    "+    print('subtotal', subtotal)\n+    return round(subtotal, 2)\n",
+    "+    rounded = round(subtotal, 2)\n+    # return subtotal\n+    return rounded\n",
+)
+STRAY = "diff --git a/repro.py b/repro.py\nnew file mode 100644\n--- /dev/null\n+++ b/repro.py\n@@ -0,0 +1,2 @@\n" \
+        "+from pkg.m{g} import total\n+print(total([1.005]))\n"
+
+
+def write_rollouts(path: Path, n_groups: int) -> None:
+    with path.open("w") as f:
+        for g in range(n_groups):
+            for member in range(4):
+                body = VARIANTS[member % 3]
+                patch = FIX.format(g=g, n=2 + body.count("\n"), body=body)
+                if member == 2 and g % 2:
+                    patch += STRAY.format(g=g)
+                record = {"group_id": f"task-{g:06d}", "trajectory_id": f"r{member}",
+                          "reward": 0.0 if member == 3 else 1.0, "patch": patch,
+                          "metrics": {"num_turns": 10 + member, "output_tokens": 800 + 100 * member}}
+                if member == 0:
+                    record["task"] = {"id": f"task-{g:06d}", "statement": "Round the subtotal to cents."}
+                f.write(json.dumps(record) + "\n")
+
+
+def fresh_database(admin_url: str) -> str:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {BENCH_DB}")
+    return admin_url.rsplit("/", 1)[0] + f"/{BENCH_DB}"
+
+
+def in_process(batch, repeats: int = 3) -> tuple[float, int]:
+    from grading.graders.base import GroupView, TrajectoryView
+    from grading.graders.heuristic import HeuristicGrader
+    from webapp.models import Group, Trajectory
+
+    groups = {pk: GroupView(group_id=gid, statement=statement, trajectories=())
+              for pk, gid, statement in Group.objects.filter(batch=batch, label=Group.Label.MIXED)
+              .values_list("pk", "group_id", "statement")}
+    members = {pk: [] for pk in groups}
+    for group_pk, tid, passed, reward, patch, metrics in (
+            Trajectory.objects.filter(group_id__in=list(groups)).order_by("group_id", "trajectory_id")
+            .values_list("group_id", "trajectory_id", "passed", "reward", "patch", "metrics")):
+        members[group_pk].append(TrajectoryView(tid, passed, reward, patch, metrics=metrics))
+    views = [GroupView(group_id=g.group_id, statement=g.statement, trajectories=tuple(members[pk]))
+             for pk, g in groups.items()]
+    grader = HeuristicGrader()
+    best = float("inf")
+    for _ in range(repeats):  # the machine is shared: keep the least disturbed run
+        started = time.perf_counter()
+        grades = grader.rank_many(views)
+        best = min(best, time.perf_counter() - started)
+        assert all(not isinstance(g, Exception) for g in grades)
+    return best, len(views)
+
+
+def start_worker(env: dict, processes: int, log: Path) -> subprocess.Popen:
+    out = log.open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "cpu", "-c", str(processes),
+         "-l", "warning", "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", "bench@%h"],
+        cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"worker exited:\n{log.read_text()}")
+        if b"ready" in log.read_bytes() or _pong(env):
+            return proc
+        time.sleep(0.2)
+    raise SystemExit("worker did not start")
+
+
+def _pong(env) -> bool:
+    from workers.celery import app
+
+    try:
+        return bool(app.control.ping(timeout=0.5))
+    except Exception:
+        return False
+
+
+def cpu_seconds(*, pgid: int | None = None, name: str | None = None) -> float:
+    """User + system CPU of the live processes in process group `pgid`, or named `name`."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            head, _, tail = (entry / "stat").read_text().rpartition(")")
+        except OSError:
+            continue
+        fields = tail.split()  # after the name: state, ppid, pgrp, ...; utime, stime at 11, 12
+        if (pgid is not None and int(fields[2]) == pgid) or (name and head.endswith(f"({name}")):
+            total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
+def queued(batch, processes: int, env: dict, log: Path) -> tuple[float, int, dict]:
+    from django.db.models import Count
+
+    from webapp.models import Grading
+    from webapp.services.grading import grading_launch
+
+    worker = start_worker(env, processes, log)
+    try:
+        time.sleep(1)  # let every pool process finish booting
+        meters = {"workers": {"pgid": worker.pid}, "postgres": {"name": "postgres"},
+                  "redis": {"name": "redis-server"}}
+        before = {k: cpu_seconds(**m) for k, m in meters.items()}
+        started = time.perf_counter()
+        launch = grading_launch(batch=batch, grader="heuristic")
+        while Grading.objects.filter(run=launch.run, status__in=["queued", "running"]).exists():
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - started
+        cpu = {k: cpu_seconds(**m) - before[k] for k, m in meters.items()}
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(30)
+    counts = dict(launch.run.gradings.values_list("status").annotate(n=Count("id")))
+    assert counts == {"done": launch.queued}, counts
+    return elapsed, launch.queued, cpu
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=10_000)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--chunk", type=int, default=100, help="groups per task")
+    args = parser.parse_args()
+
+    admin_url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gagar")
+    prefix = f"gagar-bench-{uuid.uuid4().hex[:8]}:"
+    env = {**os.environ, "DATABASE_URL": fresh_database(admin_url), "CELERY_BROKER_URL": REDIS_URL,
+           "CELERY_REDIS_KEYPREFIX": prefix, "GAGAR_GRADING_CHUNK": str(args.chunk),
+           "SECRET_KEY": os.environ.get("SECRET_KEY", "bench"), "DJANGO_SETTINGS_MODULE": "webapp.settings",
+           "LOG_LEVEL": "WARNING", "DB_CONN_MAX_AGE": "600"}
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from webapp.models import Batch
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "groups.jsonl"
+        write_rollouts(path, args.groups)
+        call_command("migrate", verbosity=0)
+        call_command("import_rollouts", str(path), batch="bench", verbosity=0)
+        batch = Batch.objects.get(name="bench")
+        t_local, n_local = in_process(batch)
+        t_queued, n_queued, cpu = queued(batch, args.processes, env, Path(tmp) / "worker.log")
+
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    for key in client.scan_iter(f"{prefix}*"):
+        client.delete(key)
+
+    local_rate, queued_rate = n_local / t_local, n_queued / t_queued
+    per_group = {k: 1000 * v / n_queued for k, v in cpu.items()}
+    print(f"groups: {n_local} mixed, 4 trajectories each; tasks of {args.chunk} groups; "
+          f"{os.cpu_count()} cores on this machine, load average {os.getloadavg()[0]:.1f} after the run")
+    print(f"in-process, 1 core:         {t_local:7.2f} s  {local_rate:8.0f} groups/s"
+          f"  ({1000 * t_local / n_local:.2f} ms per group)")
+    print(f"queued, Redis, {args.processes} processes: {t_queued:7.2f} s  {queued_rate:8.0f} groups/s"
+          f"  (CPU ms per group: workers {per_group['workers']:.2f}, PostgreSQL {per_group['postgres']:.2f}, "
+          f"Redis {per_group['redis']:.2f})")
+    print(f"ratio queued / ({args.processes} x in-process): {queued_rate / (args.processes * local_rate):.2f} "
+          "(target >= 0.5)")
+    print(f"CPU ratio, in-process / (workers + PostgreSQL + Redis) per group: "
+          f"{1000 * t_local / n_local / sum(per_group.values()):.2f}; workers alone: "
+          f"{1000 * t_local / n_local / per_group['workers']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

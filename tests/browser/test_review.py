@@ -1,0 +1,91 @@
+"""A reviewer's path through the pages in a real browser: log in, open a batch,
+filter, open a group, hide failing, open a transcript, an interdiff, and move
+between groups with the keyboard."""
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import login, ready, screenshot
+from tests.conftest import PASSWORD, make_user
+from tests.factories import group as group_records
+from tests.webapp.reviewdata import import_batch, records
+from webapp.models import Group
+from webapp.roles import RESEARCHER
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def batch(tmp_path):
+    recs = records("task-1") + records("task-2") + records("task-3") + group_records("all-good", [1, 1])
+    return import_batch(tmp_path, recs, name="run-7/step-120")
+
+
+def test_a_reviewer_compares_a_group(page, live_server, batch):
+    make_user("rita", RESEARCHER)
+    login(page, live_server, "rita", PASSWORD)
+    page.click("text=run-7/step-120")
+    ready(page)
+    expect(page.locator(".groups-table tbody tr")).to_have_count(4)
+    screenshot(page, "01-batch")
+
+    page.select_option("#id_label", "mixed")  # htmx swaps the table and pushes the URL
+    expect(page.locator(".groups-table tbody tr")).to_have_count(3)
+    expect(page).to_have_url(f"{live_server.url}/batches/{batch.pk}/?q=&label=mixed&pass_min=&pass_max="
+                             + ("&graded=" if page.locator("#id_graded").count() else "") + "&sort=group")
+    page.fill("#id_q", "task-2")
+    expect(page.locator(".groups-table tbody tr")).to_have_count(1)
+    page.fill("#id_q", "")
+    expect(page.locator(".groups-table tbody tr")).to_have_count(3)
+    screenshot(page, "02-batch-filtered")
+
+    page.click(".groups-table >> text=task-2")
+    expect(page.locator(".group-head h1")).to_have_text("task-2")
+    ready(page)
+    failing = page.locator("th.col.fail").first
+    expect(failing).to_be_visible()
+    expect(page.locator("text=Identical to").first).to_be_visible()
+    screenshot(page, "03-group")
+
+    page.keyboard.press("f")
+    expect(failing).to_be_hidden()
+    expect(page).to_have_url(f"{live_server.url}/groups/{Group.objects.get(group_id='task-2').pk}/?label=mixed"
+                             "&failing=hide")
+    screenshot(page, "04-group-failing-hidden")
+    page.click("#toggle-failing")
+    expect(failing).to_be_visible()
+
+    page.locator("td.col >> text=Transcript").first.click()
+    turns = page.locator("#transcript details.turn")
+    expect(turns).to_have_count(5)
+    tool_turn = page.locator("#transcript details.turn.role-tool").first
+    expect(tool_turn).not_to_have_attribute("open", "")
+    tool_turn.locator("summary").click()
+    expect(tool_turn.locator("pre.text")).to_contain_text("def f(x):")
+    page.fill("#transcript input[name=q]", "returns")
+    expect(page.locator("#transcript .results-meta")).to_have_text("1 of 5 turns match “returns”")
+    expect(page.locator("#transcript mark")).to_have_text("returns")
+    screenshot(page, "05-transcript")
+
+    page.locator(".group-head h1").click()  # leave the search box, so keys are shortcuts again
+    page.keyboard.press("i")
+    expect(page.locator("#interdiff .interdiff-head")).to_contain_text("A = t1")
+    page.select_option("#interdiff-form select[name=b]", label="t4 · pass")
+    page.click("#interdiff-form button")
+    expect(page.locator("#interdiff")).to_contain_text("print('debug', x)")
+    screenshot(page, "06-interdiff")
+
+    page.locator(".group-head h1").click()
+    page.keyboard.press("j")
+    expect(page.locator(".group-head h1")).to_have_text("task-3")
+    assert "label=mixed" in page.url
+    ready(page)
+    page.keyboard.press("k")
+    expect(page.locator(".group-head h1")).to_have_text("task-2")
+    ready(page)
+    page.keyboard.press("k")
+    expect(page.locator(".group-head h1")).to_have_text("task-1")
+    expect(page.locator('a[rel="prev"]')).to_have_count(0)
+
+    assert page.watch.dialogs == [] and page.watch.errors == []
+    assert page.watch.foreign_requests() == []

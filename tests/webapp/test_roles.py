@@ -1,0 +1,100 @@
+"""The role matrix: every URL x {anonymous, no role, each role}.
+
+Anonymous users are sent to the login page and logged-in users without a
+role get 403 on every URL the project serves (found by walking the URL
+resolver, so a new view without a guard fails here). The review pages are
+read by every role; each row of READ_PAGES says what each role gets.
+"""
+
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from tests.conftest import make_user
+from webapp.models import Group, Trajectory
+from webapp.roles import ANNOTATOR, AUDITOR, RESEARCHER
+
+pytestmark = pytest.mark.django_db
+
+PUBLIC = {"login", "logout"}
+ROLES = (RESEARCHER, ANNOTATOR, AUDITOR)
+
+
+def _patterns(resolvers=None, prefix=""):
+    for p in resolvers if resolvers is not None else get_resolver().url_patterns:
+        if isinstance(p, URLResolver):
+            if p.namespace == "admin":
+                continue
+            yield from _patterns(p.url_patterns, prefix + str(p.pattern))
+        elif isinstance(p, URLPattern) and p.name not in PUBLIC:
+            yield p.name, prefix + str(p.pattern)
+
+
+def _every_url():
+    """(name, url) for every named project URL, with 1 for each int argument."""
+    out = []
+    for name, _ in _patterns():
+        pattern = get_resolver().reverse_dict.getlist(name)[0][0][0][1]
+        out.append((name, reverse(name, kwargs=dict.fromkeys(pattern, 1))))
+    return out
+
+
+def _fetch(client, url):
+    """GET, or POST where the URL only takes POST."""
+    response = client.get(url)
+    return client.post(url) if response.status_code == 405 else response
+
+
+def test_every_url_needs_a_login(client):
+    urls = _every_url()
+    assert len(urls) >= 8
+    for name, url in urls:
+        response = _fetch(client, url)
+        assert response.status_code == 302, (name, url, response.status_code)
+        assert response["Location"].startswith(reverse("login")), (name, url)
+
+
+def test_every_url_refuses_a_user_without_a_role(client, outsider):
+    client.force_login(outsider)
+    for name, url in _every_url():
+        assert _fetch(client, url).status_code == 403, (name, url)
+
+
+@pytest.fixture
+def read_pages(sample_batch):
+    group = Group.objects.filter(batch=sample_batch, label="mixed").first()
+    first, second = Trajectory.objects.filter(group=group).order_by("id")[:2]
+    path = first.patch.split(" b/", 1)[1].split("\n", 1)[0]
+    return {
+        "index": reverse("index"),
+        "batch": reverse("batch", args=[sample_batch.pk]),
+        "group": reverse("group", args=[group.pk]),
+        "interdiff": reverse("interdiff", args=[group.pk]) + f"?a={first.pk}&b={second.pk}",
+        "patch_raw": reverse("patch_raw", args=[first.pk]),
+        "patch_file": reverse("patch_file", args=[first.pk]) + f"?path={path}",
+        "transcript": reverse("transcript", args=[first.pk]),
+        "transcript_part": reverse("transcript_part", args=[first.pk, 0, 0]),
+    }
+
+
+# page -> the status each role gets
+READ_PAGES = {name: dict.fromkeys(ROLES, 200) for name in (
+    "index", "batch", "group", "interdiff", "patch_raw", "patch_file", "transcript", "transcript_part")}
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_each_role_gets_what_the_matrix_says(client, read_pages, role):
+    client.force_login(make_user(f"user-{role}", role))
+    for name, url in read_pages.items():
+        assert client.get(url).status_code == READ_PAGES[name][role], (role, name, url)
+
+
+def test_the_matrix_covers_every_review_page(read_pages):
+    names = {name for name, _ in _every_url()}
+    assert set(READ_PAGES) <= names
+    assert set(read_pages) == set(READ_PAGES)
+
+
+def test_a_superuser_reads_every_page(client, read_pages, django_user_model):
+    client.force_login(django_user_model.objects.create_superuser("root", password="x-long-password"))
+    for name, url in read_pages.items():
+        assert client.get(url).status_code == 200, name

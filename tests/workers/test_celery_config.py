@@ -1,0 +1,44 @@
+"""The Celery settings the reliability of grading rests on (DESIGN §9)."""
+
+from django.conf import settings
+from django.test import override_settings
+
+from workers import tasks
+from workers.celery import app, broker_options, configure
+
+
+def test_tasks_are_acknowledged_late_one_at_a_time_and_leave_no_results():
+    conf = app.conf
+    assert conf.task_acks_late and conf.task_reject_on_worker_lost
+    assert conf.worker_prefetch_multiplier == 1
+    assert conf.task_ignore_result and not conf.result_backend
+    assert conf.task_soft_time_limit < conf.task_time_limit
+
+
+def test_redis_redelivers_only_after_the_hard_time_limit():
+    with override_settings(CELERY_BROKER_URL="redis://127.0.0.1:6379/0", CELERY_REDIS_KEYPREFIX="p:"):
+        options = broker_options(settings)
+    assert options["visibility_timeout"] > settings.GAGAR_GRADING_TIME_LIMIT
+    assert options["global_keyprefix"] == "p:"
+    assert settings.GAGAR_GRADING_STUCK_AFTER > settings.GAGAR_GRADING_TIME_LIMIT
+
+
+def test_the_embedded_default_uses_folders_under_the_data_dir(tmp_path):
+    with override_settings(CELERY_BROKER_URL="filesystem://", CELERY_BROKER_DIR=tmp_path / "b"):
+        options = broker_options(settings)
+    assert options["data_folder_in"] == options["data_folder_out"] == str(tmp_path / "b" / "queue")
+    assert (tmp_path / "b" / "processed").is_dir()
+
+
+def test_the_sweep_runs_periodically_on_the_cpu_queue():
+    configure(settings)
+    entry = app.conf.beat_schedule["sweep-gradings"]
+    assert entry["task"] == "workers.tasks.sweep" and entry["options"]["queue"] == "cpu"
+    assert entry["schedule"] == settings.GAGAR_SWEEP_INTERVAL
+    assert app.tasks[entry["task"]].name == tasks.sweep.name
+
+
+def test_the_grade_task_retries_database_errors():
+    grade = app.tasks["workers.tasks.grade"]
+    assert grade.name == tasks.grade.name
+    assert grade.autoretry_for and grade.max_retries

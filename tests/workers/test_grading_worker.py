@@ -1,0 +1,162 @@
+"""Grading through real worker processes: lost workers, a restarted broker, failing graders."""
+
+import subprocess
+import time
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db.models import Count, Max, Sum
+
+from tests.factories import SAMPLE_ROLLOUTS
+from tests.workers.conftest import SCRIPTED, make_batch, wait_until
+from webapp.models import Batch, Grading
+from webapp.services.advantages import advantage_rows
+from webapp.services.grading import enqueue, grading_launch, gradings_sweep
+from webapp.services.grading_worker import gradings_process
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DONE, FAILED, RUNNING = Grading.Status.DONE, Grading.Status.FAILED, Grading.Status.RUNNING
+
+
+def counts(run):
+    return dict(run.gradings.values_list("status").annotate(n=Count("id")))
+
+
+def finished(run):
+    return lambda: not run.gradings.exclude(status__in=[DONE, FAILED]).exists()
+
+
+def assert_each_group_done_once(run, n):
+    assert counts(run) == {DONE: n}
+    per_group = run.gradings.values("group").annotate(n=Count("id"), done=Count("id")).values_list("n", flat=True)
+    assert len(per_group) == n and set(per_group) == {1}
+    assert not run.gradings.filter(attempts=0).exists()
+
+
+def test_the_embedded_default_grades_the_sample_with_a_real_worker(filesystem_broker, workers):
+    call_command("import_rollouts", str(SAMPLE_ROLLOUTS), batch="sample", verbosity=0)
+    batch = Batch.objects.get(name="sample")
+    workers(filesystem_broker)
+    launch = grading_launch(batch=batch, grader="heuristic")
+    assert launch.queued == batch.groups.filter(label="mixed").count() > 0
+
+    wait_until(finished(launch.run), timeout=30, message=str(counts(launch.run)))
+    assert_each_group_done_once(launch.run, launch.queued)
+    graded = [row for row in advantage_rows(batch) if row["label"] == "mixed"]
+    assert {row["source"] for row in graded} == {"grader"}
+    assert all(row["rank"] for row in graded if row["passed"])
+    launch.run.refresh_from_db()
+    assert launch.run.grader_version.startswith("heuristic-1-")
+
+
+def test_a_grader_that_raises_on_one_group_fails_that_group_and_grades_the_rest(tmp_path, redis_broker, workers):
+    batch = make_batch(tmp_path, "b", 12)
+    workers(redis_broker)
+    launch = grading_launch(batch=batch, grader=SCRIPTED, config={"fail_on": "b-0007$"})
+
+    wait_until(finished(launch.run), timeout=30, message=str(counts(launch.run)))
+    assert counts(launch.run) == {DONE: 11, FAILED: 1}
+    failed = launch.run.gradings.get(status=FAILED)
+    assert failed.group.group_id == "b-0007"
+    assert failed.error == "cannot grade b-0007: <script>alert(1)</script> is not a patch"
+    assert failed.attempts == 1  # permanent: not retried
+
+
+def test_grade_wait_shows_progress_and_exits_non_zero_when_a_group_failed(tmp_path, redis_broker, workers, capsys):
+    make_batch(tmp_path, "b", 4)
+    workers(redis_broker)
+    with pytest.raises(CommandError, match="1 of 4 groups failed"):
+        call_command("grade", batch="b", grader=SCRIPTED, config='{"fail_on": "b-0002$"}', wait=True, timeout=30)
+    out, err = capsys.readouterr()
+    assert "4 groups queued on 'gpu'" in out  # a grader not in GAGAR_GRADER_QUEUES goes to gpu
+    assert "done 3" in out and "failed 1" in out
+    assert "failed b-0002: cannot grade b-0002" in err
+
+
+def test_redelivering_a_finished_task_changes_nothing(tmp_path, redis_broker, workers):
+    batch = make_batch(tmp_path, "b", 6)
+    workers(redis_broker, concurrency=1)
+    launch = grading_launch(batch=batch, grader="heuristic")
+    wait_until(finished(launch.run), timeout=30)
+    before = list(launch.run.gradings.order_by("pk").values())
+    ids = [row["id"] for row in before]
+
+    assert gradings_process(grading_ids=ids).claimed == []  # in this process
+    enqueue(ids, "cpu")  # and the same message to the worker, then a sentinel behind it
+    sentinel = grading_launch(batch=make_batch(tmp_path, "s", 1), grader="heuristic")
+    wait_until(finished(sentinel.run), timeout=30)
+
+    assert list(launch.run.gradings.order_by("pk").values()) == before
+
+
+def test_the_sweep_requeues_a_grading_stuck_in_running(tmp_path, redis_broker, workers):
+    batch = make_batch(tmp_path, "b", 3)
+    launch = grading_launch(batch=batch, grader="heuristic")
+    # As if a worker had claimed one and died before the broker could tell anyone.
+    lost = launch.run.gradings.order_by("pk").first()
+    assert gradings_process(grading_ids=[lost.pk]).claimed == [lost.pk]
+    Grading.objects.filter(pk=lost.pk).update(status=RUNNING, claim_token="dead-worker", finished_at=None)
+    workers(redis_broker)
+    wait_until(lambda: launch.run.gradings.filter(status=DONE).count() == 2, timeout=30)
+
+    assert gradings_sweep(stuck_after=0, resend_after=3600).requeued == 1
+    wait_until(finished(launch.run), timeout=30)
+    lost.refresh_from_db()
+    assert (lost.status, lost.attempts) == (DONE, 2)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(tmp_path, redis_broker, workers, settings):
+    settings.GAGAR_GRADING_CHUNK = 10
+    batch = make_batch(tmp_path, "k", 500)
+    worker = workers(redis_broker)
+    launch = grading_launch(batch=batch, grader=SCRIPTED, config={"delay": 0.02})
+    assert launch.queued == 500
+    wait_until(lambda: launch.run.gradings.filter(status=DONE).count() >= 100, timeout=60)
+
+    worker.kill()
+    assert launch.run.gradings.exclude(status=DONE).exists()
+    workers(redis_broker, log="worker-2.log")
+
+    def sweep():
+        gradings_sweep(stuck_after=3, resend_after=60)
+
+    wait_until(finished(launch.run), timeout=120, every=1, tick=sweep, message=str(counts(launch.run)))
+    assert_each_group_done_once(launch.run, 500)
+    stats = launch.run.gradings.aggregate(most=Max("attempts"), total=Sum("attempts"))
+    assert stats["most"] >= 2, "the kill hit no grading in flight"
+    assert stats["total"] < 500 + 50  # only those in flight at the kill were graded again
+
+
+def restart_redis():
+    subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "shutdown", "nosave"], check=False,
+                   capture_output=True)
+    time.sleep(0.5)
+    subprocess.run(["redis-server", "--daemonize", "yes", "--bind", "127.0.0.1", "-::1", "--port", "6379",
+                    "--save", "", "--appendonly", "no", "--dir", "/var/lib/redis",
+                    "--logfile", "/var/log/redis/ci.log"], check=True)
+    wait_until(lambda: subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", "6379", "ping"],
+                                      capture_output=True).returncode == 0, timeout=30)
+
+
+@pytest.mark.slow
+def test_a_redis_restart_mid_run_is_survived(tmp_path, redis_broker, workers, settings):
+    settings.GAGAR_GRADING_CHUNK = 10
+    batch = make_batch(tmp_path, "r", 300)
+    workers(redis_broker)
+    launch = grading_launch(batch=batch, grader=SCRIPTED, config={"delay": 0.02})
+    wait_until(lambda: launch.run.gradings.filter(status=DONE).count() >= 60, timeout=60)
+
+    restart_redis()  # every queued message is gone with it
+    assert launch.run.gradings.exclude(status=DONE).exists()
+
+    def sweep():
+        try:
+            gradings_sweep(stuck_after=5, resend_after=3)
+        except Exception:  # the broker may still be coming back
+            pass
+
+    wait_until(finished(launch.run), timeout=120, every=1, tick=sweep, message=str(counts(launch.run)))
+    assert_each_group_done_once(launch.run, 300)

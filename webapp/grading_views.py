@@ -1,0 +1,209 @@
+"""The grading panel of a batch: progress, failures, launch, retry, redistribution config.
+
+One view serves both the fragment the batch page loads with htmx and a full
+page for a browser without JavaScript. The panel polls itself only while
+something is queued or running. Writes are for researchers; POSTs answer an
+htmx request with the fresh panel and anything else with a redirect.
+"""
+
+import json
+
+from django import forms
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from grading.graders.base import FLAGS, GRADERS
+from grading.schedules import SCHEDULES
+from webapp.models import Batch, Grading, Group
+from webapp.roles import RESEARCHER, ROLES, has_role, role_required
+from webapp.services.advantages import (
+    DEFAULT_FLAG_NAMES,
+    AdvantageConfig,
+    advantage_config_update,
+    advantage_histogram,
+)
+from webapp.services.grading import LaunchError, batch_grading_status, grading_launch, gradings_retry_failed
+
+CHART_WIDTH, CHART_HEIGHT = 320, 64
+
+
+class PanelForm(forms.Form):
+    """Field ids carry the form's name: the panel sits inside the batch page, beside its forms."""
+
+    id_prefix = "grading"
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", f"{self.id_prefix}-%s")
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+
+
+class LaunchForm(PanelForm):
+    id_prefix = "launch"
+    grader = forms.ChoiceField(choices=[(name, name) for name in GRADERS], initial="heuristic")
+    config = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
+                             label="Grader configuration (JSON, optional)")
+    regrade = forms.BooleanField(required=False, label="Also regrade groups this grader already graded")
+
+    def clean_config(self):
+        text = self.cleaned_data["config"].strip() or "{}"
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise forms.ValidationError(f"not JSON: {error}") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("must be a JSON object")
+        return value
+
+
+class AdvantageConfigForm(PanelForm):
+    id_prefix = "redistribution"
+    schedule = forms.ChoiceField(choices=[(name, name) for name in SCHEDULES])
+    w_min = forms.FloatField(required=False, label="w_min")
+    gamma = forms.FloatField(required=False, label="gamma")
+    m = forms.IntegerField(required=False, label="m")
+    temperature = forms.FloatField(required=False, label="temperature")
+    factors = forms.CharField(required=False, label="factors (comma-separated)")
+    w_flag = forms.FloatField(required=False, label="w_flag (cap for flagged trajectories)")
+    flag_names = forms.MultipleChoiceField(required=False, choices=[(f, f) for f in FLAGS],
+                                           widget=forms.CheckboxSelectMultiple, label="Flags that cap")
+    norm_by_std = forms.BooleanField(required=False, label="divide by std (off: Dr. GRPO)")
+    unbiased_std = forms.BooleanField(required=False, label="sample std (ddof=1)")
+
+    @classmethod
+    def for_config(cls, config: AdvantageConfig):
+        initial = {"schedule": config.schedule, "w_flag": config.w_flag, "flag_names": list(config.flag_names),
+                   "norm_by_std": config.norm_by_std, "unbiased_std": config.unbiased_std}
+        for name, value in config.params.items():
+            initial[name] = ",".join(f"{v:g}" for v in value) if name == "factors" else value
+        return cls(initial=initial)
+
+    def params(self) -> dict:
+        """The submitted parameters that the chosen schedule takes (the service validates them)."""
+        data = self.cleaned_data
+        params = {}
+        for name in SCHEDULES[data["schedule"]].checks:
+            value = data.get(name)
+            if name == "factors" and value:
+                try:
+                    value = [float(x) for x in value.split(",") if x.strip()]
+                except ValueError:
+                    raise forms.ValidationError("factors must be numbers separated by commas") from None
+            if value not in (None, "", []):
+                params[name] = value
+        return params
+
+
+@require_GET
+@role_required(*ROLES)
+@vary_on_headers("HX-Request")
+def grading_panel(request, pk):
+    batch = get_object_or_404(Batch, pk=pk)
+    return _panel(request, batch)
+
+
+@require_POST
+@role_required(RESEARCHER)
+def grading_launch_view(request, pk):
+    batch = get_object_or_404(Batch, pk=pk)
+    form = LaunchForm(request.POST)
+    if not form.is_valid():
+        return _panel(request, batch, launch_form=form, status=400)
+    try:
+        launch = grading_launch(batch=batch, grader=form.cleaned_data["grader"], config=form.cleaned_data["config"],
+                                user=request.user, regrade=form.cleaned_data["regrade"])
+    except LaunchError as error:
+        form.add_error(None, str(error))
+        return _panel(request, batch, launch_form=form, status=400)
+    if launch.run is None:
+        notice = f"Nothing to grade: {launch.skipped} mixed groups are already graded or in progress."
+    else:
+        notice = f"Queued {launch.queued} groups for {launch.run.grader}."
+    return _done(request, batch, notice)
+
+
+@require_POST
+@role_required(RESEARCHER)
+def grading_retry_view(request, pk):
+    batch = get_object_or_404(Batch, pk=pk)
+    n = gradings_retry_failed(batch=batch)
+    return _done(request, batch, f"Queued {n} failed gradings again." if n else "No failed gradings to retry.")
+
+
+@require_POST
+@role_required(RESEARCHER)
+def advantage_config_view(request, pk):
+    batch = get_object_or_404(Batch, pk=pk)
+    form = AdvantageConfigForm(request.POST)
+    if form.is_valid():
+        try:
+            data = form.cleaned_data
+            advantage_config_update(
+                batch=batch, schedule=data["schedule"], params=form.params(),
+                norm_by_std=data["norm_by_std"], unbiased_std=data["unbiased_std"],
+                w_flag=data["w_flag"], flag_names=data["flag_names"],
+            )
+        except (ValueError, forms.ValidationError) as error:
+            form.add_error(None, error.messages if isinstance(error, forms.ValidationError) else str(error))
+    if form.errors:
+        return _panel(request, batch, config_form=form, status=400)
+    return _done(request, batch, "Redistribution config saved.")
+
+
+def _done(request, batch, notice):
+    if request.htmx:
+        return _panel(request, batch, notice=notice)
+    messages.success(request, notice)
+    return redirect("grading_panel", batch.pk)
+
+
+def _panel(request, batch, *, launch_form=None, config_form=None, notice=None, status=200):
+    runs = batch_grading_status(batch)
+    active = any(r.active for r in runs)
+    config = AdvantageConfig.from_dict(batch.advantage_config)
+    context = {
+        "batch": batch,
+        "runs": runs,
+        "active": active,
+        "mixed": Group.objects.filter(batch=batch, label=Group.Label.MIXED).count(),
+        "graded": Group.objects.filter(batch=batch, gradings__status=Grading.Status.DONE).distinct().count(),
+        "any_failed": any(r.counts[Grading.Status.FAILED] for r in runs),
+        "can_write": has_role(request.user, RESEARCHER),
+        "launch_form": launch_form or LaunchForm(),
+        "config_form": config_form or AdvantageConfigForm.for_config(config),
+        "config": config,
+        "default_flags": DEFAULT_FLAG_NAMES,
+        "charts": None if active else _charts(advantage_histogram(batch)),
+        "notice": notice,
+    }
+    # htmx does not swap 4xx answers: errors go back as 200 so the form shows them.
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "grading/_panel.html", context)
+    return render(request, "grading/page.html", context, status=status)
+
+
+def _charts(histogram):
+    """Bars for the two histograms, in SVG user units, on one shared y scale."""
+    if not histogram.n:
+        return None
+    top = max(max(histogram.before), max(histogram.after), 1)
+    width = CHART_WIDTH / len(histogram.before)
+
+    def bars(counts):
+        out = []
+        for i, count in enumerate(counts):
+            height = CHART_HEIGHT * count / top
+            out.append({"x": round(i * width + 0.5, 2), "w": round(max(width - 1, 0.5), 2),
+                        "y": round(CHART_HEIGHT - height, 2), "h": round(height, 2), "count": count,
+                        "low": histogram.edges[i], "high": histogram.edges[i + 1]})
+        return out
+
+    zero = None
+    low, high = histogram.edges[0], histogram.edges[-1]
+    if low < 0 < high:
+        zero = round(CHART_WIDTH * (0 - low) / (high - low), 2)
+    return {"width": CHART_WIDTH, "height": CHART_HEIGHT, "low": low, "high": high, "zero": zero,
+            "n": histogram.n, "series": [("GRPO (before)", "before", bars(histogram.before)),
+                                         ("Redistributed (after)", "after", bars(histogram.after))]}

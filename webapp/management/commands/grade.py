@@ -1,0 +1,64 @@
+import json
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+
+from webapp.models import Batch
+from webapp.services.grading import FAILED, LaunchError, grading_launch, wait_for
+
+
+class Command(BaseCommand):
+    help = "Queue grading of a batch's mixed groups for the workers; --wait follows it to the end."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--batch", required=True)
+        parser.add_argument("--grader", default="heuristic", help="a registered name or module:Class")
+        parser.add_argument("--config", default="{}", help="the grader's keyword arguments, as JSON")
+        parser.add_argument("--regrade", action="store_true", help="also groups this grader already graded")
+        parser.add_argument("--queue", help="override the grader's queue (cpu or gpu)")
+        parser.add_argument("--wait", action="store_true", help="show progress until done; exit 1 if any failed")
+        parser.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
+
+    def handle(self, *args, batch, grader, config, regrade, queue, wait, timeout, **options):
+        try:
+            batch = Batch.objects.get(name=batch)
+        except Batch.DoesNotExist:
+            raise CommandError(f"no batch named {batch!r}") from None
+        try:
+            config = json.loads(config)
+        except json.JSONDecodeError as error:
+            raise CommandError(f"--config is not JSON: {error}") from None
+        if not isinstance(config, dict):
+            raise CommandError("--config must be a JSON object")
+        try:
+            launch = grading_launch(batch=batch, grader=grader, config=config, regrade=regrade, queue=queue)
+        except LaunchError as error:
+            raise CommandError(str(error)) from None
+        if launch.run is None:
+            self.stdout.write(f"nothing to grade: {launch.skipped} mixed groups already graded or in progress "
+                              "(--regrade grades them again)")
+            return
+        self.stdout.write(f"run {launch.run.pk}: {launch.queued} groups queued on {launch.run.queue!r}"
+                          + (f", {launch.skipped} skipped" if launch.skipped else ""))
+        if not wait:
+            return
+        try:
+            counts = wait_for([launch.run.pk], timeout=timeout, on_progress=self._progress)
+        except TimeoutError as error:
+            raise CommandError(f"timed out: {error}") from None
+        self.stdout.write("")
+        for failure in launch.run.gradings.filter(status=FAILED).values("group__group_id", "error"):
+            self.stderr.write(f"failed {failure['group__group_id']}: {failure['error']}")
+        if counts[FAILED]:
+            raise CommandError(f"{counts[FAILED]} of {sum(counts.values())} groups failed")
+
+    def _progress(self, counts):
+        if counts == getattr(self, "_last", None):
+            return
+        self._last = counts
+        line = ", ".join(f"{status} {n}" for status, n in counts.items())
+        if self.stdout.isatty():
+            self.stdout.write(f"\r{line}", ending="")
+        else:
+            self.stdout.write(line)
+        sys.stdout.flush()

@@ -1,0 +1,195 @@
+"""The N-way comparison of one group: columns (trajectories) by rows (files).
+
+Built from cached patch views; what depends on the whole group (file
+alignment, files unique to one passing trajectory, equivalence classes) is
+cached too, keyed by the group's (trajectory id, patch digest, passed) tuple.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from grading.diffs import align_files, equivalence_classes, unique_files
+from webapp import selectors
+from webapp.review import diffview
+
+
+@dataclass(eq=False)
+class Column:
+    trajectory: object  # a Trajectory without its patch
+    view: diffview.PatchView
+    advantage: dict | None = None
+    same_as: str | None = None
+    same_kind: str | None = None  # "identical" or "whitespace"
+    unique_paths: set = field(default_factory=set)
+    messages: int | None = None  # transcript length, for data without num_turns
+
+    @property
+    def tid(self) -> str:
+        return self.trajectory.trajectory_id
+
+    @property
+    def passed(self) -> bool:
+        return self.trajectory.passed
+
+    @property
+    def added(self) -> int:
+        return self.view.parsed.added
+
+    @property
+    def removed(self) -> int:
+        return self.view.parsed.removed
+
+    @property
+    def n_files(self) -> int:
+        return len(self.view.parsed.files)
+
+    @property
+    def badges(self) -> str:
+        return diffview.marker_badges(self.view.parsed.markers)
+
+    @property
+    def metrics(self) -> dict:
+        return self.trajectory.metrics if isinstance(self.trajectory.metrics, dict) else {}
+
+    @property
+    def turns(self):
+        return self.metrics.get("num_turns")
+
+    @property
+    def needs_message_count(self) -> bool:
+        return not isinstance(self.turns, int)
+
+    @property
+    def tokens(self):
+        m = self.metrics
+        return m.get("output_tokens", m.get("total_tokens"))
+
+    @property
+    def tests(self) -> dict:
+        tests = self.trajectory.tests
+        return tests if isinstance(tests, dict) else {}
+
+
+@dataclass(eq=False)
+class Cell:
+    column: Column
+    file: diffview.FileView | None
+    unique: bool = False
+
+    @property
+    def html(self) -> str:
+        return self.file.html_for(self.column.trajectory.pk) if self.file else ""
+
+
+@dataclass(eq=False)
+class Row:
+    path: str
+    cells: list[Cell]
+    touched: int
+    unique: bool  # touched by exactly one passing trajectory, which no other passing one needed
+    fail_only: bool  # touched by failing trajectories only
+
+
+@dataclass
+class Analysis:
+    paths: list[tuple[str, tuple[str, ...]]]
+    unique: dict[str, set[str]]
+    classes: list
+
+
+_analyses: OrderedDict[tuple, Analysis] = OrderedDict()
+_lock = threading.Lock()
+_MAX_ANALYSES = 2048
+
+
+def clear_caches() -> None:
+    with _lock:
+        _analyses.clear()
+        _message_counts.clear()
+
+
+def _analysis(key: tuple, views: dict[str, diffview.PatchView], passing: list[str]) -> Analysis:
+    with _lock:
+        found = _analyses.get(key)
+        if found is not None:
+            _analyses.move_to_end(key)
+            return found
+    parsed = {tid: v.parsed for tid, v in views.items()}
+    rows = align_files(parsed)
+    result = Analysis(
+        paths=[(row.path, row.touched_by) for row in rows],
+        unique=unique_files(parsed, passing) if len(passing) > 1 else {},
+        classes=equivalence_classes({tid: v.text for tid, v in views.items()}),
+    )
+    with _lock:
+        _analyses[key] = result
+        while len(_analyses) > _MAX_ANALYSES:
+            _analyses.popitem(last=False)
+    return result
+
+
+def load_views(trajectories) -> dict[int, diffview.PatchView]:
+    """Patch views by trajectory pk; patch text is read only for those not cached."""
+    views = {t.pk: diffview.cached_view_for_hash(t.content_hash) for t in trajectories}
+    missing = [pk for pk, v in views.items() if v is None]
+    if missing:
+        texts = selectors.patches(missing)
+        by_pk = {t.pk: t for t in trajectories}
+        for pk in missing:
+            views[pk] = diffview.remember(by_pk[pk].content_hash, texts[pk])
+    return views
+
+
+_message_counts: OrderedDict[tuple[int, str], int | None] = OrderedDict()
+
+
+def _count_messages(columns: list[Column]) -> None:
+    """Transcript lengths of the columns whose metrics have no turn count;
+    transcripts never change, so the counts are kept."""
+    wanted = {(c.trajectory.pk, c.trajectory.content_hash): c for c in columns if c.needs_message_count}
+    with _lock:
+        known = {key: _message_counts[key] for key in wanted if key in _message_counts}
+    missing = [key for key in wanted if key not in known]
+    if missing:
+        counted = selectors.transcript_lengths(pk for pk, _ in missing)
+        fresh = {key: counted.get(key[0]) for key in missing}
+        with _lock:
+            _message_counts.update(fresh)
+            while len(_message_counts) > 100_000:
+                _message_counts.popitem(last=False)
+        known.update(fresh)
+    for key, column in wanted.items():
+        column.messages = known[key]
+
+
+def build(trajectories, advantages: dict[str, dict]) -> tuple[list[Column], list[Row]]:
+    views = load_views(trajectories)
+    columns = [Column(trajectory=t, view=views[t.pk], advantage=advantages.get(t.trajectory_id))
+               for t in trajectories]
+    _count_messages(columns)
+    by_tid = {c.tid: c.view for c in columns}
+    passing = [c.tid for c in columns if c.passed]
+    key = tuple((c.tid, c.view.key, c.passed) for c in columns)
+    analysis = _analysis(key, by_tid, passing)
+    index = {c.tid: c for c in columns}
+    for cls in analysis.classes:
+        representative = index[cls.representative]
+        for member in cls.members[1:]:
+            index[member].same_as = cls.representative
+            # a whitespace class can hold byte-identical members too
+            index[member].same_kind = "identical" if index[member].view.key == representative.view.key else "whitespace"
+    for tid, paths in analysis.unique.items():
+        index[tid].unique_paths = paths
+    passing_set = set(passing)
+    rows = []
+    for path, touched in analysis.paths:
+        cells = [Cell(column=c, file=c.view.files.get(path), unique=path in c.unique_paths) for c in columns]
+        rows.append(Row(
+            path=path, cells=cells, touched=len(touched),
+            unique=any(cell.unique for cell in cells),
+            fail_only=not passing_set.intersection(touched),
+        ))
+    return columns, rows

@@ -1,0 +1,80 @@
+"""Filters for showing untrusted values and numbers on the review pages."""
+
+import math
+
+from django import template
+from django.utils.safestring import mark_safe
+
+from webapp.review.text import escape
+from webapp.roles import user_roles
+
+register = template.Library()
+
+
+@register.filter
+def reveal(value):
+    """Escape `value` and show invisible direction controls (U+202E, ...) as marks."""
+    return mark_safe(escape("" if value is None else str(value)))
+
+
+@register.filter
+def signed(value, digits=3):
+    """+0.512 / −0.512 / — for missing values."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:+.{int(digits)}f}".replace("-", "−")
+
+
+@register.filter
+def compact(value):
+    """12034 -> 12.0k; non-numbers pass through."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "—" if value is None else value
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:.1f}{suffix}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@register.filter
+def kib(value):
+    return f"{value / 1024:.0f} KB" if value >= 1024 else f"{value} chars"
+
+
+@register.filter
+def percent(value):
+    return f"{100 * value:.0f}%"
+
+
+@register.simple_tag(takes_context=True)
+def roles(context):
+    return ", ".join(sorted(user_roles(context["request"].user))) or "no role"
+
+
+@register.filter
+def get_item(mapping, key):
+    return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def sub(value, other):
+    try:
+        return int(value) - int(other)
+    except (TypeError, ValueError):
+        return ""
+
+
+@register.filter
+def diffclass(line):
+    """CSS class of one line of a unified diff."""
+    if line.startswith(("+++", "---", "@@")):
+        return "hdr"
+    return {"+": "add", "-": "del"}.get(line[:1], "ctx")
+
+
+INTERDIFF_STATUS = {"only_a": "only in A", "only_b": "only in B", "same": "same change", "differs": "differs"}
+
+
+@register.filter
+def interdiff_status(status):
+    return INTERDIFF_STATUS.get(status, status)

@@ -1,0 +1,1 @@
+"""Review pages. Every view needs a role (webapp.roles); READERS may read everything here."""
