@@ -15,46 +15,40 @@ interdiff between two trajectories.
 
 from __future__ import annotations
 
-import ast
 import codecs
 import difflib
-import keyword
-import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 from itertools import islice
 
 from unidiff import PatchSet
 from unidiff.constants import DEV_NULL
 
-EDITS_TESTS = "edits_tests"
-DELETES_TESTS = "deletes_tests"
-STRAY_FILE = "stray_file"
-DEBUG_OUTPUT = "debug_output"
-COMMENTED_CODE = "commented_code"
-WHITESPACE_ONLY = "whitespace_only"
-BINARY = "binary"
-LARGE_FILE = "large_file"
-
-LARGE_FILE_LINES = 1000
-
-MARKER_LABELS = {
-    EDITS_TESTS: "touches test files",
-    DELETES_TESTS: "removes or disables tests",
-    STRAY_FILE: "adds a leftover file (script, log, backup, build output)",
-    DEBUG_OUTPUT: "leaves debug output in",
-    COMMENTED_CODE: "adds commented-out code",
-    WHITESPACE_ONLY: "whitespace-only change",
-    BINARY: "changes a binary file",
-    LARGE_FILE: f"changes more than {LARGE_FILE_LINES} lines of one file",
-}
+from grading.diff_markers import (  # noqa: F401  (markers are part of this module's API)
+    BINARY,
+    CODE_EXTENSIONS,
+    COMMENTED_CODE,
+    DEBUG_OUTPUT,
+    DELETES_TESTS,
+    EDITS_TESTS,
+    LARGE_FILE,
+    LARGE_FILE_LINES,
+    MARKER_LABELS,
+    STRAY_FILE,
+    WHITESPACE_ONLY,
+    Budget,
+    analyse_hunk,
+    extension,
+    is_stray_path,
+    is_test_path,
+    normalise_whitespace,
+)
 
 MODIFIED, ADDED, DELETED, RENAMED = "modified", "added", "deleted", "renamed"
 IDENTICAL, WHITESPACE = "identical", "whitespace"
 ONLY_A, ONLY_B, SAME, DIFFERS = "only_a", "only_b", "same", "differs"
-
 
 @dataclass(frozen=True)
 class Hunk:
@@ -109,231 +103,6 @@ class ParsedPatch:
         return next((f for f in self.files if f.path == path), None)
 
 
-# --- path classification ---------------------------------------------------
-
-_TEST_DIRS = frozenset({"tests", "test", "testing", "__tests__", "spec", "specs"})
-_TEST_NAME_RE = re.compile(
-    r"test_.*\.py|.*_tests?\.py|tests?\.py|conftest\.py|pytest\.ini"
-    r"|.*[._-](?:test|spec)\.[cm]?[jt]sx?|.*_test\.go|.*Tests?\.(?:java|kt|swift|cs)"
-    r"|.*_spec\.rb"
-)
-_STRAY_NAME_RE = re.compile(
-    r"(?:repro|debug|tmp|temp)(?:[_\-.\d].*)?|scratch.*|.*(?:reproduc|replicat).*"
-    r"|.*\.(?:orig|rej|bak|swp|pyc|tmp|db|sqlite3?)|.*~",
-    re.IGNORECASE,
-)
-_STRAY_DIR_RE = re.compile(
-    r"repro(?:[_\-.\d].*)?|scratch.*|.*(?:reproduc|replicat).*", re.IGNORECASE
-)
-# Fixture-like extensions that are leftovers outside test dirs only.
-_STRAY_DATA_RE = re.compile(r".*\.(?:log|patch|diff)", re.IGNORECASE)
-_ARTEFACT_ROOTS = frozenset({"build", "dist", ".tox", ".venv", "venv", ".eggs", ".pytest_cache"})
-_ROOT_PY_FILES = frozenset({
-    "setup.py", "conftest.py", "noxfile.py", "manage.py", "fabfile.py", "tasks.py",
-    "dodo.py", "versioneer.py", "__init__.py", "__main__.py",
-})
-
-_PY_EXT = frozenset({"py", "pyi", "pyx"})
-_SLASH_COMMENT_EXT = frozenset({
-    "js", "jsx", "ts", "tsx", "mjs", "cjs", "go", "rs", "java", "kt", "scala",
-    "c", "h", "cc", "cpp", "hpp", "cs", "swift", "php",
-})
-_CODE_EXT = _PY_EXT | _SLASH_COMMENT_EXT | {"rb", "sh", "bash", "pl", "lua", "r"}
-_INDENT_EXT = _PY_EXT | {"yaml", "yml", "coffee", "pug", "sass", "haml"}
-
-
-def _ext(path: str) -> str:
-    name = path.rsplit("/", 1)[-1]
-    return name.rsplit(".", 1)[-1].lower() if "." in name else ""
-
-
-def is_test_path(path: str) -> bool:
-    """True for files under a test dir or named like a test (any language)."""
-    *dirs, name = path.split("/")
-    return _TEST_NAME_RE.fullmatch(name) is not None or any(d in _TEST_DIRS for d in dirs)
-
-
-def is_stray_path(path: str, *, binary: bool = False) -> bool:
-    """True if a NEW file at ``path`` looks like a leftover rather than a change."""
-    *dirs, name = path.split("/")
-    if _STRAY_NAME_RE.fullmatch(name):
-        return True
-    if _STRAY_DATA_RE.fullmatch(name) and not any(d in _TEST_DIRS for d in dirs):
-        return True
-    if dirs and (dirs[0] in _ARTEFACT_ROOTS or any(
-            d in ("__pycache__", "node_modules") or d.endswith(".egg-info")
-            or _STRAY_DIR_RE.fullmatch(d) for d in dirs)):
-        return True
-    return not dirs and (binary or (name.endswith(".py") and name not in _ROOT_PY_FILES))
-
-
-# --- line-level detectors ----------------------------------------------------
-
-_DEBUG_RE = re.compile(
-    r"(?<![\w.])(?<!def )print\s*\(|\bbreakpoint\s*\(\s*\)|\b(?:i?pdb|pudb)\.set_trace\s*\("
-    r"|^\s*import\s+i?pdb\b|\bconsole\.(?:log|debug|trace)\s*\(|\blogging\.debug\s*\("
-    r"|\bsys\.stderr\.write\s*\(|\bdebugger\s*;|\bdbg!\s*\("
-)
-# A literal-only pre-check: 20x cheaper than _DEBUG_RE on the lines that miss.
-_DEBUG_HINT_RE = re.compile(r"print|breakpoint|pu?db|console\.|logging|stderr|debugger|dbg!")
-_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
-_TEST_DEF_RE = re.compile(
-    r"\s*(?:(?:async\s+)?def\s+test|class\s+Test|func\s+Test|(?:it|test|describe)\s*\(|@Test\b)"
-)
-_ASSERT_RE = re.compile(r"\bassert|\bexpect\s*\(|\.raises\s*\(|\bself\.fail\b|\bt\.Fatal")
-_SKIP_RE = re.compile(
-    r"@pytest\.mark\.(?:skip|xfail)\b|@unittest\.(?:skip|expectedFailure)\b"
-    r"|\bpytest\.(?:skip|xfail)\s*\(|\bself\.skipTest\s*\(|\b(?:it|test|describe)\.skip\s*\("
-    r"|\bx(?:it|describe)\s*\(|\bt\.Skip(?:Now|f)?\s*\("
-)
-_PY_CLAUSE_RE = re.compile(r"(?:else|finally|try)\s*:|(?:elif|except)\b.*:")
-_PY_HINT_RE = re.compile(
-    r"[(=:\[]|^(?:return|import|from|raise|pass|break|continue|del|yield|assert)\b"
-)
-_PY_PRAGMA_RE = re.compile(
-    r"(?:type|noqa|pylint|pyright|mypy|fmt|isort|pragma|flake8|ruff|nosec|coding)\b"
-)
-_PY_TOKEN_RE = re.compile(r"[^\W\d]\w*|\d[\w.]*|\S")
-_PY_KEYWORDS = frozenset(keyword.kwlist + keyword.softkwlist)
-_PY_OPEN_CALL_RE = re.compile(r"[\w.]+\s*(?:=\s*[\w.]+\s*)?\(.*[(,]")
-_SLASH_CODE_RE = re.compile(
-    r"(?:return\b.*|(?:const|let|var)\s+\w+\s*=.*|[\w.$\[\]]+\s*\(.*\)|[\w.$\[\]]+\s*[-+*/]?=[^=].*);"
-    r"|(?:if|for|while|switch)\s*\(.*\)\s*\{?|\}\s*(?:else\b.*)?"
-)
-
-
-def _adjacent_operands(code: str) -> bool:
-    """Two names/numbers in a row with no keyword between: prose, never Python."""
-    previous = False
-    for token in _PY_TOKEN_RE.findall(_STRING_RE.sub('""', code)):
-        operand = (token[0].isalnum() or token[0] == "_") and token not in _PY_KEYWORDS
-        if operand and previous:
-            return True
-        previous = operand
-    return False
-
-
-def _python_comment_verdict(body: str) -> bool | None:
-    """The cheap part of the commented-code test: True/False, or None when
-    only a parse can tell."""
-    if _PY_CLAUSE_RE.fullmatch(body):
-        return True
-    if (len(body) > 200 or "\\" in body or _PY_PRAGMA_RE.match(body)
-            or not _PY_HINT_RE.search(body) or _adjacent_operands(body)):
-        return False
-    return None
-
-
-@lru_cache(maxsize=4096)  # vendored code repeats its comment lines
-def _parses_as_statement(body: str) -> bool:
-    try:
-        tree = ast.parse(body + "\n    pass" if body.endswith(":") else body)
-    except Exception:  # SyntaxError, or ValueError/RecursionError on odd input
-        return _PY_OPEN_CALL_RE.fullmatch(body) is not None
-    first = tree.body[0] if tree.body else None
-    if isinstance(first, ast.Expr):  # a bare name or sum is prose ("# well-known")
-        return isinstance(first.value, ast.Call | ast.Await | ast.Yield | ast.YieldFrom)
-    if isinstance(first, ast.AnnAssign):  # "# Note: this is slow"
-        return first.value is not None
-    return first is not None
-
-
-class _Budget:
-    """Checking a comment costs up to ~15 us (a tokenise, maybe an ast.parse):
-    cap the comments checked per patch so that a hostile patch of 100k
-    code-like comments still parses fast. Comments past the cap are not flagged."""
-
-    def __init__(self, comments: int = 5_000) -> None:
-        self.comments = comments
-
-
-def _commented_code(stripped: str, ext: str, budget: _Budget) -> bool:
-    if ext in _PY_EXT and stripped.startswith("#") and not stripped.startswith("#!"):
-        body = stripped.lstrip("#").strip()
-        if not body or budget.comments <= 0:
-            return False
-        budget.comments -= 1
-        verdict = _python_comment_verdict(body)
-        return _parses_as_statement(body) if verdict is None else verdict
-    if ext in _SLASH_COMMENT_EXT and stripped.startswith("//") and not stripped.startswith("///"):
-        body = stripped[2:].strip()
-        return bool(body) and _SLASH_CODE_RE.fullmatch(body) is not None
-    return False
-
-
-def _debug_output(text: str, ext: str) -> bool:
-    if not _DEBUG_HINT_RE.search(text) or not _DEBUG_RE.search(text):
-        return False
-    code = _STRING_RE.sub('""', text)
-    code = code.split("#", 1)[0] if ext in _PY_EXT else code.split("//", 1)[0]
-    return _DEBUG_RE.search(code) is not None
-
-
-def _same_modulo_whitespace(a: list[str], b: list[str], keep_indent: bool) -> bool:
-    if keep_indent:
-        if sum(1 for line in a if line.strip()) != sum(1 for line in b if line.strip()):
-            return False
-        return normalise_whitespace("\n".join(a)) == normalise_whitespace("\n".join(b))
-    return " ".join(a).split() == " ".join(b).split()  # also ignores re-wrapping
-
-
-def normalise_whitespace(text: str, *, keep_indent: bool = True) -> str:
-    """Drop blank lines and line-ending/trailing whitespace, collapse runs of
-    inner whitespace; leading indentation is kept unless ``keep_indent`` is
-    false (it is meaningful in Python).
-
-    >>> normalise_whitespace("if x:\\r\\n    y  =  1   \\n\\n")
-    'if x:\\n    y = 1'
-    """
-    out = []
-    for line in text.replace("\r\n", "\n").split("\n"):
-        body = " ".join(line.split())
-        if body:
-            out.append(line[: len(line) - len(line.lstrip())] + body if keep_indent else body)
-    return "\n".join(out)
-
-
-def _analyse_hunk(lines: list[tuple[str, str]], ext: str, is_test: bool, check_code: bool,
-                  is_new: bool, budget: _Budget) -> tuple[frozenset[str], tuple]:
-    """Hunk-level markers and (line index, marker) pairs for one hunk."""
-    markers: set[str] = set()
-    flagged: list[tuple[int, str]] = []
-    python = ext in _PY_EXT
-    # Inside a triple-quoted string on the post-image side. A hunk that starts
-    # inside a docstring gets this backwards; it then misses flags, never adds.
-    in_string = False
-    tests = asserts = 0  # added minus removed, in test files
-    for i, (kind, text) in enumerate(lines):
-        stripped = text.strip()
-        if is_test and kind != " " and not stripped.startswith(("#", "//")):
-            sign = -1 if kind == "-" else 1
-            tests += sign * (_TEST_DEF_RE.match(text) is not None)
-            asserts += sign * (_ASSERT_RE.search(text) is not None)
-            if kind == "+" and not is_new and _SKIP_RE.search(text):
-                markers.add(DELETES_TESTS)
-        if kind == "-":
-            continue
-        quoted = in_string
-        if python and ('"""' in text or "'''" in text):
-            if (text.count('"""') + text.count("'''")) % 2:
-                in_string = not in_string
-                quoted = True
-        if kind != "+" or quoted or not check_code:
-            continue
-        if _commented_code(stripped, ext, budget):
-            flagged.append((i, COMMENTED_CODE))
-        elif not is_test and _debug_output(text, ext):
-            flagged.append((i, DEBUG_OUTPUT))
-    if tests < 0 or asserts < 0:
-        markers.add(DELETES_TESTS)
-    removed = [t for k, t in lines if k == "-"]
-    added = [t for k, t in lines if k == "+"]
-    if _same_modulo_whitespace(removed, added, keep_indent=ext in _INDENT_EXT):
-        markers.add(WHITESPACE_ONLY)
-    markers.update(m for _, m in flagged)
-    return frozenset(markers), tuple(flagged)
-
-
 # --- parsing ------------------------------------------------------------------
 
 _KINDS = ("+", "-", " ")  # unidiff also yields "\\" (no newline) and "" (trailing blank)
@@ -351,7 +120,7 @@ def _clean_path(raw: str | None, prefix: str) -> str | None:
     return path[2:] if path.startswith(prefix) else path
 
 
-def _file_diff(pf, budget: _Budget) -> FileDiff:
+def _file_diff(pf, budget: Budget) -> FileDiff:
     src = _clean_path(pf.source_file, "a/")
     tgt = _clean_path(pf.target_file, "b/")
     path = tgt or src or ""
@@ -366,8 +135,8 @@ def _file_diff(pf, budget: _Budget) -> FileDiff:
     is_new = src is None
     is_test = is_test_path(path)
     stray = is_new and is_stray_path(path, binary=status == BINARY)
-    ext = _ext(path)
-    check_code = ext in _CODE_EXT and not stray
+    ext = extension(path)
+    check_code = ext in CODE_EXTENSIONS and not stray
     hunks = []
     for h in pf:
         lines = [(ln.line_type, ln.value.rstrip("\r\n")) for ln in h if ln.line_type in _KINDS]
@@ -375,7 +144,7 @@ def _file_diff(pf, budget: _Budget) -> FileDiff:
         removed = sum(1 for k, _ in lines if k == "-")
         header = f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@"
         section = h.section_header.strip()
-        markers, flagged = _analyse_hunk(lines, ext, is_test, check_code, is_new, budget)
+        markers, flagged = analyse_hunk(lines, ext, is_test, check_code, is_new, budget)
         hunks.append(Hunk(
             header=f"{header} {section}" if section else header,
             source_start=h.source_start, target_start=h.target_start, lines=tuple(lines),
@@ -421,7 +190,7 @@ def parse_patch(text: str) -> ParsedPatch:
         lines.pop()
     files: list[FileDiff] = []
     errors: list[str] = []
-    budget = _Budget()
+    budget = Budget()
     for lineno, section in _sections(lines):
         try:
             files.extend(_file_diff(pf, budget) for pf in PatchSet(section))
