@@ -23,6 +23,7 @@ FLAGS = (
 
 GRADERS = {
     "heuristic": "grading.graders.heuristic:HeuristicGrader",
+    "agentic": "grading.graders.agentic:AgenticGrader",
 }
 
 

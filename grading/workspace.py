@@ -1,0 +1,485 @@
+"""A group as the grader agent sees it: anonymised labels and size-capped tools.
+
+Each trajectory gets a label (A, B, C, ...) from a seeded shuffle, so neither the
+order of the rollout file nor the trajectory ids carry a signal; `Workspace.mapping`
+records which label is which id. Every tool returns plain text no longer than its
+cap, and says so explicitly when it cut something. `render_prompt` and
+`render_submission` are what the SFT exporter calls, so graded and exported
+conversations come from the same code.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from grading.diffs import MARKER_LABELS, FileDiff, interdiff, parse_patch, patch_stats, unique_files
+from grading.graders.base import FLAGS, GroupView, InvalidRanking, TrajectoryView, validate_ranking
+
+PROMPT_VERSION = "1"
+TOOLS = ("list_trajectories", "view_patch", "view_transcript", "search", "compare", "view_tests")
+SUBMIT = "submit_ranking"
+DEFAULT_MAX_TURNS = 12
+
+SYSTEM_PROMPT = f"""\
+You review the solutions that several coding-agent trajectories produced for one task and \
+rank the ones that pass the tests by implementation quality. Prompt version {PROMPT_VERSION}.
+
+Every trajectory has a label (A, B, C, ...). Labels are assigned at random: their order says \
+nothing about quality. Failing trajectories are there for context only; rank only the \
+passing ones.
+
+Judge, in this order of weight:
+1. Approach: does the change fix the cause the task describes, not a symptom or the tests?
+2. Precision to the task: it does what was asked, no less and no more.
+3. Minimality: no needless edits, files, abstractions or rewrites.
+4. Side effects: no edited or deleted tests, no stray files, debug output or unrelated changes.
+5. Craftsmanship: readable, idiomatic, consistent with the surrounding code.
+Compare the solutions with each other: needless complexity shows side by side.
+
+Each reply is exactly one JSON object, one action:
+- {{"tool": "list_trajectories"}}: pass/fail, size, files and integrity markers of each.
+- {{"tool": "view_patch", "label": "A", "path": ""}}: the patch with new-file line numbers; \
+a path shows one file.
+- {{"tool": "view_transcript", "label": "A", "start": 0, "end": 10}}: turns start..end-1.
+- {{"tool": "search", "pattern": "print(", "labels": []}}: literal, case-insensitive search \
+of patches and transcripts; [] searches every label.
+- {{"tool": "compare", "a": "A", "b": "B"}}: file by file, how B's change differs from A's.
+- {{"tool": "view_tests", "label": "A"}}: test results and the end of the test log.
+- {{"tool": "submit_ranking", "ranking": [["A"], ["B", "C"]], "rationales": {{"A": "..."}}, \
+"flags": {{"A": []}}}}: the final answer, best first; a tier holds tied labels. Every passing \
+label appears exactly once, with a rationale that cites evidence (file:line of a patch, or a \
+transcript turn such as A#12), and its flags from: {", ".join(FLAGS)}.
+
+Tool outputs are capped; a note says when something was cut and how to see the rest. \
+Text fields are plain ASCII without double quotes or backslashes. When the budget is spent \
+you must submit at once.
+"""
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Upper bounds, in characters or items, on what one tool call returns."""
+
+    output_chars: int = 6000
+    statement_chars: int = 4000
+    turn_chars: int = 1200
+    turns_per_view: int = 20
+    search_hits: int = 30
+    hit_chars: int = 200
+    test_names: int = 20
+    log_chars: int = 1500
+
+
+class ToolError(ValueError):
+    """A tool call the workspace cannot run; its message goes back to the agent."""
+
+
+def make_labels(n: int) -> list[str]:
+    """A..Z, then AA, AB, ... (a group of more than 26 trajectories still gets short labels)."""
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return [letters[i] if i < 26 else letters[i // 26 - 1] + letters[i % 26] for i in range(n)]
+
+
+def cap(text: str, limit: int, hint: str) -> str:
+    """`text` cut to `limit` characters (at a line end when one is near) with a note saying so."""
+    if len(text) <= limit:
+        return text
+    cut = text.rfind("\n", 0, limit)
+    cut = cut if cut > limit // 2 else limit
+    return f"{text[:cut]}\n[truncated: showed {cut} of {len(text)} characters; {hint}]"
+
+
+class Workspace:
+    """One group under one seeded labelling, with the tools the grader agent calls."""
+
+    def __init__(self, group: GroupView, seed: int, caps: Caps | None = None):
+        self.group = group
+        self.seed = seed
+        self.caps = caps or Caps()
+        order = list(range(len(group.trajectories)))
+        random.Random(seed).shuffle(order)
+        labels = make_labels(len(order))
+        self._by_label = {label: group.trajectories[i] for label, i in zip(labels, order, strict=True)}
+        self.mapping = {label: t.trajectory_id for label, t in self._by_label.items()}
+        self.labels = tuple(labels)
+        self.passing_labels = tuple(lab for lab, t in self._by_label.items() if t.passed)
+        self._label_of = {tid: label for label, tid in self.mapping.items()}
+
+    def label_of(self, trajectory_id: str) -> str:
+        return self._label_of[trajectory_id]
+
+    def trajectory(self, label: str) -> TrajectoryView:
+        try:
+            return self._by_label[label]
+        except KeyError:
+            raise ToolError(f"no trajectory {label!r}; labels: {', '.join(self.labels)}") from None
+
+    @cached_property
+    def _parsed(self):
+        return {label: parse_patch(t.patch or "") for label, t in self._by_label.items()}
+
+    # --- tools ---------------------------------------------------------------------------
+
+    def run(self, action: Mapping) -> str:
+        """Run one tool action (a decoded JSON object); errors come back as text for the agent."""
+        tool = action.get("tool")
+        args = {k: v for k, v in action.items() if k != "tool"}
+        try:
+            if tool not in TOOLS:
+                raise ToolError(f"unknown tool {tool!r}; tools: {', '.join(TOOLS + (SUBMIT,))}")
+            return getattr(self, tool)(**args)
+        except TypeError as error:
+            return f"error: bad arguments for {tool}: {error}"
+        except ToolError as error:
+            return f"error: {error}"
+
+    def list_trajectories(self) -> str:
+        passing = self.passing_labels
+        only_here = unique_files({lab: self._parsed[lab] for lab in self.labels}, passing)
+        lines = [f"{len(self.labels)} trajectories, {len(passing)} passing. "
+                 f"Rank the passing ones: {', '.join(passing) or '(none)'}."]
+        for label in self.labels:
+            t, parsed = self._by_label[label], self._parsed[label]
+            stats = patch_stats(parsed)
+            metrics = " ".join(f"{k}={t.metrics[k]}" for k in ("num_turns", "output_tokens")
+                               if k in t.metrics)
+            lines.append(
+                f"{label}: {'PASS' if t.passed else 'FAIL'} reward={t.reward:g} "
+                f"files={stats.files_changed} +{stats.lines_added} -{stats.lines_removed} "
+                f"hunks={stats.hunks} {metrics}".rstrip())
+            if parsed.files:
+                files = [f.path + (" (only here)" if f.path in only_here.get(label, ()) else "")
+                         for f in parsed.files[:12]]
+                more = f", ... {len(parsed.files) - 12} more" if len(parsed.files) > 12 else ""
+                lines.append(f"   files: {', '.join(files)}{more}")
+            if parsed.markers:
+                lines.append("   markers: " + "; ".join(MARKER_LABELS[m] for m in sorted(parsed.markers)))
+            if parsed.error:
+                lines.append(f"   patch problem: {parsed.error}")
+        return cap("\n".join(lines), self.caps.output_chars, "view one trajectory's patch instead")
+
+    def view_patch(self, label: str, path: str = "") -> str:
+        t, parsed = self.trajectory(label), self._parsed[label]
+        if not (t.patch or "").strip():
+            return f"{label}: empty patch"
+        files = parsed.files
+        if path:
+            files = tuple(f for f in files if f.path == path)
+            if not files:
+                names = ", ".join(f.path for f in parsed.files) or "(none parsed)"
+                raise ToolError(f"{label} does not change {path!r}; it changes: {names}")
+        if parsed.error and not path:
+            body = f"[patch problem: {parsed.error}; raw text follows]\n{t.patch}"
+        else:
+            body = "\n".join(_render_file(label, f) for f in files)
+        hint = "pass a path to see one file" if not path else "the rest of this file is not shown"
+        return cap(body, self.caps.output_chars, hint)
+
+    def view_transcript(self, label: str, start: int = 0, end: int | None = None) -> str:
+        messages = self.trajectory(label).messages or []
+        if not messages:
+            return f"{label}: no transcript"
+        total = len(messages)
+        start = max(0, min(int(start), total))
+        end = total if end is None else max(start, min(int(end), total))
+        notes = []
+        if end - start > self.caps.turns_per_view:
+            end = start + self.caps.turns_per_view
+            notes.append(f"[showing at most {self.caps.turns_per_view} turns a call]")
+        if start == end:
+            return f"{label}: no turns in that range; the transcript has turns 0..{total - 1}"
+        lines = [f"{label} transcript, turns {start}..{end - 1} of 0..{total - 1}"]
+        for i in range(start, end):
+            text = cap(_message_text(messages[i]), self.caps.turn_chars,
+                       "search for a phrase of this turn to see more of it")
+            lines.append(f"#{i} {messages[i].get('role', '?')}: {text}")
+        if end < total:
+            notes.append(f"[turns {end}..{total - 1} not shown]")
+        body = "\n".join(lines + notes)
+        return cap(body, self.caps.output_chars, "ask for fewer turns")
+
+    def search(self, pattern: str, labels: Sequence[str] | None = None) -> str:
+        if not pattern.strip():
+            raise ToolError("empty search pattern")
+        labels = list(labels or self.labels)
+        for label in labels:
+            self.trajectory(label)
+        needle = pattern.lower()
+        hits, counts = [], dict.fromkeys(labels, 0)
+        for label in dict.fromkeys(labels):
+            for where, text in self._searchable(label):
+                if needle in text.lower():
+                    counts[label] += 1
+                    hits.append(f"{where}: {_snippet(text, needle, self.caps.hit_chars)}")
+        summary = ", ".join(f"{lab}={n}" for lab, n in counts.items())
+        shown = hits[: self.caps.search_hits]
+        lines = [f"search {pattern!r}: {len(hits)} hits ({summary})"] + shown
+        if len(hits) > len(shown):
+            lines.append(f"[truncated: {len(hits) - len(shown)} more hits not shown; "
+                         "narrow the pattern or the labels]")
+        return cap("\n".join(lines), self.caps.output_chars, "narrow the pattern or the labels")
+
+    def compare(self, a: str, b: str) -> str:
+        self.trajectory(a)
+        self.trajectory(b)
+        if a == b:
+            raise ToolError("compare needs two different labels")
+        files = interdiff(self._parsed[a], self._parsed[b])
+        if not files:
+            return f"{a} and {b}: neither patch changes a file"
+        lines = [f"How {b}'s change differs from {a}'s, file by file:"]
+        for f in files:
+            status = {"only_a": f"only in {a}", "only_b": f"only in {b}"}.get(f.status, f.status)
+            lines.append(f"== {f.path}: {status}")
+            lines.extend(_relabel(line, a, b) for line in f.lines)
+            if f.truncated:
+                lines.append("[truncated: lines left out of this file; view_patch shows it whole]")
+        return cap("\n".join(lines), self.caps.output_chars, "view_patch with a path shows one file")
+
+    def view_tests(self, label: str) -> str:
+        t = self.trajectory(label)
+        tests = t.tests or {}
+        lines = [f"{label}: {'PASS' if t.passed else 'FAIL'} reward={t.reward:g}"]
+        for key in ("passed", "failed"):
+            names = list(tests.get(key) or ())
+            shown = ", ".join(map(str, names[: self.caps.test_names]))
+            more = f" ... [{len(names) - self.caps.test_names} more not shown]" \
+                if len(names) > self.caps.test_names else ""
+            lines.append(f"{key} ({len(names)}): {shown}{more}")
+        log = str(tests.get("log") or "")
+        if log:
+            tail = log[-self.caps.log_chars:]
+            cut = f"[truncated: showing the last {len(tail)} of {len(log)} characters]\n" \
+                if len(tail) < len(log) else ""
+            lines.append(f"log:\n{cut}{tail}")
+        if not tests:
+            lines.append("no test evidence recorded")
+        return cap("\n".join(lines), self.caps.output_chars, "the log tail is shown")
+
+    # --- submission --------------------------------------------------------------------
+
+    def submission(self, action: Mapping) -> tuple[tuple[tuple[str, ...], ...], dict, dict]:
+        """A submit_ranking action in labels -> (tiers, rationales, flags) in trajectory ids.
+
+        Raises InvalidRanking, in terms of labels, for the agent's repair turn.
+        """
+        ranking = action.get("ranking")
+        rationales = action.get("rationales")
+        flags = action.get("flags") or {}
+        if not isinstance(ranking, list) or not all(isinstance(t, list) for t in ranking):
+            raise InvalidRanking("ranking must be a list of tiers, each a list of labels")
+        if not isinstance(rationales, dict) or not isinstance(flags, dict):
+            raise InvalidRanking("rationales and flags must be objects keyed by label")
+        tiers = validate_ranking(ranking, self.passing_labels, flags)
+        blank = [lab for lab in self.passing_labels if not str(rationales.get(lab, "")).strip()]
+        if blank:
+            raise InvalidRanking(f"no rationale for: {', '.join(blank)}")
+        extra = sorted(set(rationales) - set(self.passing_labels))
+        if extra:
+            raise InvalidRanking(f"rationales for labels that are not ranked: {', '.join(extra)}")
+        to_id = self.mapping
+        return (
+            tuple(tuple(to_id[lab] for lab in tier) for tier in tiers),
+            {to_id[lab]: str(rationales[lab]) for lab in self.passing_labels},
+            {to_id[lab]: tuple(names) for lab, names in flags.items() if names},
+        )
+
+    def initial_messages(self, *, max_turns: int = DEFAULT_MAX_TURNS) -> list[dict]:
+        statement = cap(self.group.statement or "(no statement)", self.caps.statement_chars,
+                        "the rest of the statement is not shown")
+        repo = f"Repository: {self.group.repo}\n" if self.group.repo else ""
+        user = (f"{repo}Task:\n{statement}\n\n{self.list_trajectories()}\n\n"
+                f"You have {max_turns} turns, the submission included. Reply with one action.")
+        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _searchable(self, label: str):
+        for f in self._parsed[label].files:
+            for h in f.hunks:
+                line_no = h.target_start
+                for kind, text in h.lines:
+                    if kind != "-":
+                        where = f"{label} {f.path}:{line_no}"
+                        line_no += 1
+                    else:
+                        where = f"{label} {f.path} (removed)"
+                    yield where, kind + text
+        for i, message in enumerate(self.trajectory(label).messages or []):
+            yield f"{label}#{i} {message.get('role', '?')}", _message_text(message)
+
+
+def render_prompt(group: GroupView, seed: int, *, caps: Caps | None = None,
+                  max_turns: int = DEFAULT_MAX_TURNS) -> list[dict]:
+    """The grader's first two messages (system, user) for `group` labelled with `seed`."""
+    return Workspace(group, seed, caps).initial_messages(max_turns=max_turns)
+
+
+def render_submission(workspace: Workspace, tiers: Sequence[Sequence[str]],
+                      rationales: Mapping[str, str],
+                      flags: Mapping[str, Sequence[str]] | None = None) -> str:
+    """A ranking in trajectory ids as the submit_ranking action the agent would write."""
+    label = workspace.label_of
+    flags = flags or {}
+    action = {
+        "tool": SUBMIT,
+        "ranking": [[label(t) for t in tier] for tier in tiers],
+        "rationales": {label(t): rationales.get(t, "") for tier in tiers for t in tier},
+        "flags": {label(t): list(flags.get(t, ())) for tier in tiers for t in tier},
+    }
+    return json.dumps(action, ensure_ascii=False)
+
+
+def _render_file(label: str, f: FileDiff) -> str:
+    head = f"=== {label}: {f.path} ({f.status}"
+    head += f" from {f.old_path}" if f.old_path and f.old_path != f.path else ""
+    lines = [head + f", +{f.added} -{f.removed}) ==="]
+    for h in f.hunks:
+        lines.append(h.header)
+        marked = dict(h.line_markers)
+        line_no = h.target_start
+        for i, (kind, text) in enumerate(h.lines):
+            number = "" if kind == "-" else str(line_no)
+            note = f"   <- {MARKER_LABELS[marked[i]]}" if i in marked else ""
+            lines.append(f"{number:>5} {kind}{text}{note}")
+            line_no += kind != "-"
+    return "\n".join(lines)
+
+
+def _message_text(message: Mapping) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    parts = [str(content or "")]
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", call) if isinstance(call, Mapping) else {}
+        parts.append(f"[call {function.get('name', '?')}: {function.get('arguments', '')}]")
+    return "\n".join(p for p in parts if p)
+
+
+def _snippet(text: str, needle: str, width: int) -> str:
+    text = " ".join(text.split())
+    at = text.lower().find(needle)
+    start = max(0, at - width // 3)
+    piece = text[start:start + width]
+    return ("..." if start else "") + piece + ("..." if start + width < len(text) else "")
+
+
+def _relabel(line: str, a: str, b: str) -> str:
+    """interdiff names the sides A/ and B/; use the agent's labels instead."""
+    if line.startswith("--- A/"):
+        return f"--- {a}/{line[6:]}"
+    if line.startswith("+++ B/"):
+        return f"+++ {b}/{line[6:]}"
+    if line.startswith("A: ") and "; B: " in line:
+        return f"{a}: {line[3:]}".replace("; B: ", f"; {b}: ", 1)
+    return line
+
+
+# --- action schemas ----------------------------------------------------------------------
+# Every free string is bounded by a `pattern` repeat (xgrammar ignores maxLength) and kept
+# to printable ASCII without '"' or '\', so a reply's length in characters, and so in
+# tokens, has a bound the grader can give as max_new_tokens.
+
+TEXT = r"[ !#-\[\]-~]"
+WORD = r"[!#-\[\]-~]"
+PATTERN_CHARS = 80
+PATH_CHARS = 200
+MAX_TURN_INDEX = 99999
+ENUMERATE_RANKINGS = 4
+
+
+def _text(min_chars: int, max_chars: int) -> dict:
+    if min_chars:
+        return {"type": "string", "pattern": f"^{WORD}{_at_most(max_chars - 1)}$"}
+    return {"type": "string", "pattern": f"^{_at_most(max_chars)}$"}
+
+
+def _at_most(n: int, chunk: int = 120) -> str:
+    """TEXT{0,n} written so that xgrammar matches it fast at any n.
+
+    xgrammar 0.2.9 takes ~10 us a token inside TEXT{0,128} but ~570 us inside TEXT{0,200}
+    or more; an unambiguous nesting of short repeats (up to chunk-1, or exactly chunk
+    then the rest) keeps ~7 us at any bound and means the same.
+
+    >>> import re
+    >>> [bool(re.fullmatch(_at_most(300), "x" * k)) for k in (0, 300, 301)]
+    [True, True, False]
+    """
+    if n <= chunk:
+        return f"{TEXT}{{0,{n}}}"
+    return f"(?:{TEXT}{{0,{chunk - 1}}}|{TEXT}{{{chunk}}}{_at_most(n - chunk, chunk)})"
+
+
+def _object(**properties) -> dict:
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def weak_orders(labels: Sequence[str]) -> list[list[list[str]]]:
+    """Every ranking with ties of `labels` (ordered set partitions; tiers keep label order)."""
+    if not labels:
+        return [[]]
+    orders = []
+    for mask in range(1, 2 ** len(labels)):
+        tier = [lab for i, lab in enumerate(labels) if mask >> i & 1]
+        rest = [lab for i, lab in enumerate(labels) if not mask >> i & 1]
+        orders += [[tier, *tail] for tail in weak_orders(rest)]
+    return orders
+
+
+def submission_schema(workspace: Workspace, rationale_chars: int) -> dict:
+    """Up to ENUMERATE_RANKINGS passing labels the schema lists every valid ranking (75 for
+    4), so decoding cannot produce an invalid one; above, the ranking is checked afterwards."""
+    passing = list(workspace.passing_labels)
+    n = len(passing)
+    if n <= ENUMERATE_RANKINGS:
+        ranking = {"enum": weak_orders(passing)}
+    else:
+        ranking = {"type": "array", "minItems": 1, "maxItems": n, "items": {
+            "type": "array", "minItems": 1, "maxItems": n, "items": {"enum": passing}}}
+    return _object(
+        tool={"const": SUBMIT},
+        ranking=ranking,
+        rationales=_object(**{lab: _text(1, rationale_chars) for lab in passing}),
+        flags=_object(**{lab: {"type": "array", "maxItems": 3, "items": {"enum": list(FLAGS)}}
+                         for lab in passing}),
+    )
+
+
+def action_schema(workspace: Workspace, rationale_chars: int, *, submit: bool = True) -> dict:
+    """One JSON action: a tool call, or (when `submit`) the submission."""
+    labels = {"enum": list(workspace.labels)}
+    turn = {"type": "integer", "minimum": 0, "maximum": MAX_TURN_INDEX}
+    return {"anyOf": [
+        _object(tool={"const": "list_trajectories"}),
+        _object(tool={"const": "view_patch"}, label=labels, path=_text(0, PATH_CHARS)),
+        _object(tool={"const": "view_transcript"}, label=labels, start=turn, end=turn),
+        _object(tool={"const": "search"}, pattern=_text(1, PATTERN_CHARS),
+                labels={"type": "array", "maxItems": len(workspace.labels), "items": labels}),
+        _object(tool={"const": "compare"}, a=labels, b=labels),
+        _object(tool={"const": "view_tests"}, label=labels),
+        *([submission_schema(workspace, rationale_chars)] if submit else []),
+    ]}
+
+
+def action_char_bound(workspace: Workspace, rationale_chars: int, *, submit_only: bool) -> int:
+    """The longest reply the schema allows, in characters (so also in byte-level tokens)."""
+    passing, labels = workspace.passing_labels, workspace.labels
+    longest_flags = sorted(FLAGS, key=len)[-3:]
+    submission = {"tool": SUBMIT, "ranking": [[lab] for lab in passing],
+                  "rationales": {lab: "x" * rationale_chars for lab in passing},
+                  "flags": {lab: longest_flags for lab in passing}}
+    candidates = [submission]
+    if not submit_only:
+        candidates += [
+            {"tool": "view_patch", "label": labels[-1], "path": "x" * PATH_CHARS},
+            {"tool": "search", "pattern": "x" * PATTERN_CHARS, "labels": list(labels)},
+            {"tool": "view_transcript", "label": labels[-1], "start": MAX_TURN_INDEX,
+             "end": MAX_TURN_INDEX},
+        ]
+    return max(len(json.dumps(c, separators=(", ", ": "))) for c in candidates)
