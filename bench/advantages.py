@@ -1,7 +1,10 @@
 """Benchmark: vectorised GAGAR advantages against the plain-loop reference, in one run.
 
-1,000,000 trajectories in 62,500 shuffled groups of 16, binary rewards (mixed,
-all-pass and all-fail groups), every pass ranked with ties, ~5% of ranked flagged.
+1,000,000 trajectories in 62,500 groups of 16, binary rewards (mixed, all-pass
+and all-fail groups), every pass ranked with ties, ~5% of ranked flagged; timed
+twice on the same batch: groups contiguous (each prompt's 16 rollouts in a row,
+as verl and TRL lay out a batch: the fast path) and shuffled (the general path),
+each against the loop reference run on the same data.
 Run: .venv/bin/python bench/advantages.py [--n N] [--runs R]
 """
 
@@ -44,14 +47,19 @@ def make_batch(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     ranks = np.zeros(g.size, dtype=np.int64)
     ranks[order] = level_start - group_start + 1
     flagged = (ranks > 0) & (rng.random(g.size) < 0.05)
-    shuffle = rng.permutation(g.size)  # trajectories of a group scattered over the batch
     return {
-        "rewards": passed[shuffle].astype(np.float64),
-        "group_index": g[shuffle],
-        "passed": passed[shuffle],
-        "ranks": ranks[shuffle],
-        "flagged": flagged[shuffle],
+        "rewards": passed.astype(np.float64),
+        "group_index": g,
+        "passed": passed,
+        "ranks": ranks,
+        "flagged": flagged,
     }
+
+
+def shuffled(b: dict[str, np.ndarray], seed: int = 1) -> dict[str, np.ndarray]:
+    """The same batch with the trajectories of each group scattered over it."""
+    order = np.random.default_rng(seed).permutation(b["rewards"].size)
+    return {k: v[order] for k, v in b.items()}
 
 
 def vectorised(b: dict[str, np.ndarray]) -> np.ndarray:
@@ -74,6 +82,38 @@ def subset(b: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
     return {k: v[keep] for k, v in b.items()}
 
 
+def measure(b: dict[str, np.ndarray], runs: int) -> tuple[float, float, str, float, int]:
+    """Median vectorised seconds, loop seconds (and how they were timed), max abs
+    difference and on how many trajectories it was taken."""
+    got = vectorised(b)  # warm-up: first-touch allocations
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        got = vectorised(b)
+        times.append(time.perf_counter() - start)
+    vec_s = statistics.median(times)
+
+    n = b["rewards"].size
+    probe = subset(b, SUBSET) if n > SUBSET else b
+    start = time.perf_counter()
+    expected = loop(probe)
+    probe_s = time.perf_counter() - start
+    scale = n / probe["rewards"].size
+    note = ""
+    if scale > 1 and probe_s * scale <= LOOP_SECONDS_BEFORE_SUBSET:
+        start = time.perf_counter()
+        expected = loop(b)
+        loop_s = time.perf_counter() - start
+        probe = b
+    else:
+        loop_s = probe_s * scale
+        if scale > 1:
+            note = f" (timed on a {probe['rewards'].size:,} subset, scaled linearly x{scale:g})"
+    on_probe = got if probe is b else vectorised(probe)
+    diff = float(np.max(np.abs(on_probe - np.asarray(expected)), initial=0.0))
+    return vec_s, loop_s, note, diff, probe["rewards"].size
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000)
@@ -81,39 +121,13 @@ def main() -> None:
     args = parser.parse_args()
 
     b = make_batch(args.n)
-    vectorised(b)  # warm-up: first-touch allocations
-    times = []
-    for _ in range(args.runs):
-        start = time.perf_counter()
-        got = vectorised(b)
-        times.append(time.perf_counter() - start)
-    vec_s = statistics.median(times)
-
-    probe = subset(b, SUBSET) if args.n > SUBSET else b
-    start = time.perf_counter()
-    expected = loop(probe)
-    probe_s = time.perf_counter() - start
-    scale = args.n / probe["rewards"].size
-    note = ""
-    if scale > 1 and probe_s * scale <= LOOP_SECONDS_BEFORE_SUBSET:
-        start = time.perf_counter()
-        expected = loop(b)
-        loop_s = time.perf_counter() - start
-        probe, scale = b, 1.0
-    else:
-        loop_s = probe_s * scale
-        if scale > 1:
-            note = f" (timed on a {probe['rewards'].size:,} subset, scaled linearly x{scale:g})"
-    on_probe = got if probe is b else vectorised(probe)
-    diff = float(np.max(np.abs(on_probe - np.asarray(expected))))
-
-    n_groups = args.n // GROUP_SIZE
-    print(f"batch: {args.n:,} trajectories, {n_groups:,} groups of {GROUP_SIZE}, "
+    print(f"batch: {args.n:,} trajectories, {args.n // GROUP_SIZE:,} groups of {GROUP_SIZE}, "
           f"{SCHEDULE} {PARAMS}, w_flag={W_FLAG}")
-    print(f"vectorised (gagar_advantages): median {vec_s * 1e3:.1f} ms over {args.runs} runs")
-    print(f"plain-loop reference: {loop_s:.2f} s{note}")
-    print(f"speed-up: {loop_s / vec_s:,.0f}x")
-    print(f"max abs difference: {diff:.3g} (on {probe['rewards'].size:,} trajectories)")
+    for layout, batch in (("contiguous groups", b), ("shuffled groups", shuffled(b))):
+        vec_s, loop_s, note, diff, checked = measure(batch, args.runs)
+        print(f"{layout}: vectorised median {vec_s * 1e3:.1f} ms over {args.runs} runs, "
+              f"plain-loop reference {loop_s:.2f} s{note}, speed-up {loop_s / vec_s:,.0f}x, "
+              f"max abs difference {diff:.3g} (on {checked:,} trajectories)")
     print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end")
 
 

@@ -6,7 +6,9 @@ integer in ``0..G-1``, in any order; ``G`` is ``n_groups`` when given, else
 ``max(group_index) + 1``. A group with no trajectory gets the code ``EMPTY``
 (-1) in ``labels`` and ``reasons``. Everything is float64 and vectorised with
 segment operations (``bincount``, gathers, ``ufunc.at``): no sort, no Python
-loop over groups or trajectories.
+loop over groups or trajectories. A batch laid out as trainers lay it out, the k
+trajectories of each group in a row (``group_index`` is ``repeat(arange(G), k)``),
+is detected in one pass and its group sums are taken over a (G, k) view instead.
 
 A ranking is given as ``ranks``: the standard competition rank of each ranked
 (passing) trajectory inside its group, 1 = best, ties share a rank (1, 2, 2, 4),
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -62,19 +65,80 @@ def _names(codes: np.ndarray, names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple("empty" if c == EMPTY else names[c] for c in codes.tolist())
 
 
-def _groups(group_index, n_groups: int | None) -> tuple[np.ndarray, int]:
-    g = np.asarray(group_index)
-    if g.ndim != 1 or (g.size and g.dtype.kind not in "iu"):
-        raise ValueError("group_index must be a 1-D integer array")
-    g = g.astype(np.intp, copy=False)
-    top = int(g.max()) + 1 if g.size else 0
-    if g.size and g.min() < 0:
-        raise ValueError("group_index must be >= 0")
-    if n_groups is None:
-        return g, top
-    if top > n_groups:
-        raise ValueError(f"group_index has {top - 1}, beyond n_groups={n_groups}")
-    return g, int(n_groups)
+class _Groups:
+    """Which group each trajectory is in, and per-group sums over the batch.
+
+    ``index``: intp (n,) in ``0..n_groups-1``, validated. ``width`` is k when
+    ``index`` equals ``np.repeat(np.arange(n_groups), k)``, the layout verl and
+    TRL produce by repeating each prompt k times in a row, and 0 otherwise.
+    Such a batch reshapes to (n_groups, k): its group sums are row sums (einsum,
+    SIMD) instead of bincount's scatter, and a per-group value reaches each
+    trajectory by ``np.repeat`` instead of a gather. Callers write one formula
+    for both layouts; only these methods tell them apart.
+    """
+
+    def __init__(self, group_index, n_groups: int | None):
+        g = np.asarray(group_index)
+        if g.ndim != 1 or (g.size and g.dtype.kind not in "iu"):
+            raise ValueError("group_index must be a 1-D integer array")
+        g = self.index = g.astype(np.intp, copy=False)
+        self.n = g.size
+        # In that layout the last group comes last: its id + 1 is the count to try.
+        last = int(g[-1]) + 1 if g.size else 0
+        self.width = _run_width(g, last if n_groups is None else int(n_groups))
+        if self.width:  # which also bounds g to 0..n_groups-1
+            self.n_groups = g.size // self.width
+            return
+        top = int(g.max()) + 1 if g.size else 0
+        if g.size and g.min() < 0:
+            raise ValueError("group_index must be >= 0")
+        if n_groups is not None and top > n_groups:
+            raise ValueError(f"group_index has {top - 1}, beyond n_groups={n_groups}")
+        self.n_groups = top if n_groups is None else int(n_groups)
+
+    @cached_property
+    def size(self) -> np.ndarray:
+        """Trajectories per group, intp (G,)."""
+        if self.width:
+            return np.full(self.n_groups, self.width, dtype=np.intp)
+        return np.bincount(self.index, minlength=self.n_groups)
+
+    def tally(self, passed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Trajectories and passing trajectories per group, intp (G,) each."""
+        if self.width:
+            rows = passed.reshape(self.n_groups, self.width)
+            return self.size, np.einsum("gk->g", rows, dtype=np.intp)
+        key = 2 * self.index
+        key += passed
+        both = np.bincount(key, minlength=2 * self.n_groups)
+        n_pass = both[1::2]
+        return both[::2] + n_pass, n_pass
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        """Per-group sums of float (n,) values, float (G,)."""
+        if self.width:
+            return np.einsum("gk->g", values.reshape(self.n_groups, self.width))
+        return np.bincount(self.index, weights=values, minlength=self.n_groups)
+
+    def spread(self, per_group: np.ndarray) -> np.ndarray:
+        """Each trajectory's entry of a (G,) array, shape (n,)."""
+        if self.width:
+            return np.repeat(per_group, self.width)
+        return np.take(per_group, self.index)
+
+
+def _run_width(g: np.ndarray, n_groups: int) -> int:
+    """k if ``g`` equals ``np.repeat(np.arange(n_groups), k)``, else 0. Reads g's first
+    and last columns, then g once."""
+    if not g.size or n_groups <= 0 or g.size % n_groups:
+        return 0
+    rows = g.reshape(n_groups, -1)
+    firsts = np.arange(n_groups)
+    # A non-decreasing g whose every row starts and ends at its own group
+    # holds only that group in the row.
+    if not (np.array_equal(rows[:, 0], firsts) and np.array_equal(rows[:, -1], firsts)):
+        return 0
+    return rows.shape[1] if np.all(g[1:] >= g[:-1]) else 0
 
 
 def _floats(x, n: int, name: str) -> np.ndarray:
@@ -91,15 +155,6 @@ def _bools(x, n: int, name: str) -> np.ndarray:
     return a.astype(bool, copy=False)
 
 
-def _sizes(g: np.ndarray, passed: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """Trajectories and passing trajectories per group, in one bincount."""
-    key = 2 * g
-    key += passed
-    both = np.bincount(key, minlength=2 * n_groups)
-    n_pass = both[1::2]
-    return both[::2] + n_pass, n_pass
-
-
 def _labels(size: np.ndarray, n_pass: np.ndarray) -> np.ndarray:
     return np.select(
         [size == 0, size == 1, n_pass == size, n_pass == 0],
@@ -114,8 +169,8 @@ def group_labels(passed, group_index, *, n_groups: int | None = None) -> np.ndar
     ``passed``: bool (n,). A group of one trajectory is ``singleton`` whatever its
     outcome; a group with no trajectory is ``EMPTY`` (-1).
     """
-    g, n_groups = _groups(group_index, n_groups)
-    return _labels(*_sizes(g, _bools(passed, g.size, "passed"), n_groups))
+    groups = _Groups(group_index, n_groups)
+    return _labels(*groups.tally(_bools(passed, groups.n, "passed")))
 
 
 def grpo_advantages(
@@ -139,34 +194,32 @@ def grpo_advantages(
     and std 1, i.e. the advantage ``r / (1 + eps)`` (``r`` without std);
     ``verl_singletons=True`` reproduces that, for parity with a verl run.
     """
-    g, n_groups = _groups(group_index, n_groups)
-    size = np.bincount(g, minlength=n_groups)
-    return _grpo(rewards, g, size, norm_by_std, unbiased_std, eps, verl_singletons)
+    groups = _Groups(group_index, n_groups)
+    return _grpo(rewards, groups, groups.size, norm_by_std, unbiased_std, eps, verl_singletons)
 
 
-def _grpo(rewards, g, size, norm_by_std, unbiased_std, eps, verl_singletons) -> np.ndarray:
-    r = _floats(rewards, g.size, "rewards")
+def _grpo(rewards, groups: _Groups, size, norm_by_std, unbiased_std, eps, verl_singletons):
+    r = _floats(rewards, groups.n, "rewards")
     if not np.all(np.isfinite(r)):
         raise ValueError("rewards must be finite")
     if not eps >= 0:
         raise ValueError(f"eps must be >= 0, got {eps}")
-    with np.errstate(invalid="ignore", divide="ignore"):  # empty groups: never gathered
-        mean = np.bincount(g, weights=r, minlength=size.size) / size
+    with np.errstate(invalid="ignore", divide="ignore"):  # empty groups: never spread
+        mean = groups.sum(r) / size
         if verl_singletons:
             mean[size == 1] = 0.0
         # In place from here: at a million rows, memory traffic is the cost.
-        dev = np.take(mean, g)
+        dev = groups.spread(mean)
         np.subtract(r, dev, out=dev)
         if not norm_by_std:
             return dev
-        scratch = np.multiply(dev, dev)
         ddof = 1 if unbiased_std else 0
-        var = np.bincount(g, weights=scratch, minlength=size.size) / (size - ddof)
+        var = groups.sum(np.square(dev)) / (size - ddof)
     std = np.sqrt(np.where(size > ddof, var, 0.0))
     if verl_singletons:
         std[size == 1] = 1.0
-    np.take(std + eps, g, out=scratch)
-    return np.divide(dev, scratch, out=dev)
+    std += eps
+    return np.divide(dev, groups.spread(std), out=dev)
 
 
 def schedule_factors(
@@ -188,8 +241,9 @@ def schedule_factors(
     schedule's parameters (see ``DEFAULT_PARAMS``, ``describe_schedule``).
     Factors are in (0, 1] for ranked trajectories and NaN for the others.
     """
-    g, n_groups = _groups(group_index, n_groups)
-    return _factors(name, params, Ranking(ranks, g, n_groups, scores), flagged, w_flag)
+    groups = _Groups(group_index, n_groups)
+    return _factors(name, params, Ranking(ranks, groups.index, groups.n_groups, scores), flagged,
+                    w_flag)
 
 
 def _factors(name, params, ranking: Ranking, flagged, w_flag) -> np.ndarray:
@@ -232,7 +286,8 @@ def redistribute(
     not empty); J has one member (``single_pass``); the factors in J are equal
     within 1e-12 relative to their max (``equal_factors``).
     """
-    g, n_groups = _groups(group_index, n_groups)
+    groups = _Groups(group_index, n_groups)
+    g, n_groups = groups.index, groups.n_groups
     a = _floats(advantages, g.size, "advantages")
     passed = _bools(passed, g.size, "passed")
     w = _floats(factors, g.size, "factors")
@@ -240,8 +295,7 @@ def redistribute(
         raise ValueError("factors must be in [0, 1] (NaN = not ranked)")
     unranked = np.bincount(np.take(g, np.flatnonzero(passed & np.isnan(w))), minlength=n_groups)
     j = np.flatnonzero(passed & (a > 0))
-    size = np.bincount(g, minlength=n_groups)
-    return _rescale(a, size, unranked, j, np.take(g, j), np.take(a, j), np.take(w, j))
+    return _rescale(a, groups.size, unranked, j, np.take(g, j), np.take(a, j), np.take(w, j))
 
 
 def _rescale(a, size, unranked, j, gj, aj, wj) -> Redistribution:
@@ -262,11 +316,15 @@ def _rescale(a, size, unranked, j, gj, aj, wj) -> Redistribution:
         [EMPTY, _NO_RANKING, _NONPOSITIVE_SUM, _SINGLE_PASS, _EQUAL_FACTORS],
         default=_REDISTRIBUTED,
     ).astype(np.int8)
-    with np.errstate(invalid="ignore", divide="ignore"):  # read for redistributed groups only
-        scale = total / weighted
-    moved = np.flatnonzero(np.take(reasons, gj) == _REDISTRIBUTED)
+    # Every j gets its rescaled advantage, then the groups left unchanged get
+    # theirs back: most of J is redistributed in a real batch, so selecting the
+    # rest is the shorter pass.
+    with np.errstate(invalid="ignore", divide="ignore"):  # NaN, inf: only in groups put back
+        aw *= np.take(total / weighted, gj)
     out = a.copy()
-    out[np.take(j, moved)] = np.take(aw, moved) * np.take(scale, np.take(gj, moved))
+    out[j] = aw
+    kept = np.flatnonzero(np.take(reasons, gj) != _REDISTRIBUTED)
+    out[np.take(j, kept)] = np.take(aj, kept)
     return Redistribution(out, reasons)
 
 
@@ -311,13 +369,13 @@ def gagar_advantages(
     ``redistribute``; only passing trajectories may be ranked. Same results as
     calling those three in turn, with the per-group counts shared.
     """
-    g, n_groups = _groups(group_index, n_groups)
-    passed = _bools(passed, g.size, "passed")
-    ranking = Ranking(ranks, g, n_groups, scores)
-    if not np.all(passed[ranking.index]):
+    groups = _Groups(group_index, n_groups)
+    passed = _bools(passed, groups.n, "passed")
+    ranking = Ranking(ranks, groups.index, groups.n_groups, scores)
+    if not np.all(np.take(passed, ranking.index)):
         raise ValueError("only passing trajectories can be ranked")
-    size, n_pass = _sizes(g, passed, n_groups)
-    grpo = _grpo(rewards, g, size, norm_by_std, unbiased_std, eps, verl_singletons)
+    size, n_pass = groups.tally(passed)
+    grpo = _grpo(rewards, groups, size, norm_by_std, unbiased_std, eps, verl_singletons)
     factors = _factors(schedule, params or {}, ranking, flagged, w_flag)
     # Every group that can be redistributed has all its passes ranked, so J is
     # found among the ranked trajectories, a fraction of the batch.

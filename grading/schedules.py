@@ -32,6 +32,9 @@ def as_ranks(ranks, n: int) -> np.ndarray:
     return a.astype(np.intp, copy=False)
 
 
+_NOT_COMPETITION = "ranks must be standard competition ranks per group (1, 2, 2, 4)"
+
+
 class Ranking:
     """The ranked trajectories of a batch, as schedules see them.
 
@@ -59,10 +62,12 @@ class Ranking:
         k = self.index.size
         self._start = np.take(np.cumsum(self.n_ranked) - self.n_ranked, self.group)
         self._slot = self._start + self.rank - 1
+        if k and self._slot.max() >= k:  # before bincount sizes its counts by the largest rank
+            raise ValueError(_NOT_COMPETITION)
         self._per_slot = np.bincount(self._slot, minlength=k)
         ahead = np.cumsum(self._per_slot) - self._per_slot
-        if self._per_slot.size > k or np.any((ahead != np.arange(k)) & (self._per_slot > 0)):
-            raise ValueError("ranks must be standard competition ranks per group (1, 2, 2, 4)")
+        if np.any((ahead != np.arange(k)) & (self._per_slot > 0)):
+            raise ValueError(_NOT_COMPETITION)
         self._scores = None if scores is None else np.asarray(scores, dtype=np.float64)
         if self._scores is not None and self._scores.shape != (n,):
             raise ValueError(f"scores must have shape ({n},), got {self._scores.shape}")
@@ -192,8 +197,9 @@ def tiers(name: str, v) -> list[float]:
 def linear(ranking: Ranking, *, w_min=0.5) -> np.ndarray:
     """f(p) = 1 - (1 - w_min)(p - 1)/(m - 1), 1 when m = 1; affine, so a tie gets
     f at the mean position it spans, r + (k - 1)/2."""
+    half_step = (1 - w_min) / (2 * np.maximum(ranking.n_ranked - 1, 1))  # per group
     twice_offset = 2 * ranking.rank + ranking.tie - 3  # 2 * (mean position - 1)
-    return 1 - (1 - w_min) * twice_offset / (2 * np.maximum(ranking.m - 1, 1))
+    return 1 - np.take(half_step, ranking.group) * twice_offset
 
 
 @register_schedule("exponential", gamma=unit)

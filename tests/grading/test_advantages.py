@@ -41,13 +41,20 @@ def competition_ranks(values):
     return [1 + sum(1 for other in values if other > v) for v in values]
 
 
-def random_batch(rng):
-    """A shuffled batch of 1..30 groups of 1..20 trajectories, some group ids unused."""
+def random_batch(rng, layout="shuffled"):
+    """1..30 groups of 1..20 trajectories. ``shuffled``: some group ids unused and the
+    rows in random order; ``runs``: the same in group order, sizes unequal; both take
+    the general path. ``contiguous``: every id used, one size for all, in group order
+    (``np.repeat(np.arange(G), k)``, the trainers' layout): the fast path."""
     n_groups = int(rng.integers(1, 31))
     used = rng.random(n_groups) < 0.9
+    width = None
+    if layout == "contiguous":
+        used[:] = True
+        width = int(rng.integers(1, 21))
     rows = []
     for gid in np.flatnonzero(used):
-        size = int(rng.integers(1, 21))
+        size = width or int(rng.integers(1, 21))
         kind = rng.choice(["mixed", "all_pass", "all_fail"], p=[0.7, 0.15, 0.15])
         pass_rate = {"mixed": rng.random(), "all_pass": 1.0, "all_fail": 0.0}[kind]
         passed = rng.random(size) < pass_rate
@@ -64,7 +71,7 @@ def random_batch(rng):
         ranks[ranked] = competition_ranks(list(quality[ranked]))
         for i in range(size):
             rows.append((gid, rewards[i], passed[i], ranks[i], scores[i], rng.random() < 0.1))
-    order = rng.permutation(len(rows))
+    order = rng.permutation(len(rows)) if layout == "shuffled" else range(len(rows))
     cols = list(zip(*[rows[i] for i in order], strict=True))
     return {
         "group_index": np.array(cols[0], dtype=np.int64),
@@ -77,6 +84,10 @@ def random_batch(rng):
     }
 
 
+def fast_path(group_index, n_groups=None):
+    return adv._Groups(group_index, n_groups).width > 0
+
+
 def assert_same(actual, expected):
     np.testing.assert_allclose(actual, np.array(expected, dtype=float), rtol=1e-12, atol=1e-12)
 
@@ -84,12 +95,15 @@ def assert_same(actual, expected):
 # --- vectorised against the plain-loop reference ---------------------------------
 
 
+@pytest.mark.parametrize("layout", ["shuffled", "runs", "contiguous"])
 @pytest.mark.parametrize("schedule", sorted(SCHEDULE_PARAMS))
-def test_it_matches_the_loop_reference_over_random_batches(schedule):
+def test_it_matches_the_loop_reference_over_random_batches(schedule, layout):
     params = SCHEDULE_PARAMS[schedule]
     for seed in range(200):
         rng = np.random.default_rng(seed)
-        b = random_batch(rng)
+        b = random_batch(rng, layout)
+        if layout == "contiguous":
+            assert fast_path(b["group_index"], b["n_groups"])
         options = {
             "norm_by_std": bool(rng.random() < 0.8),
             "unbiased_std": bool(rng.random() < 0.5),
@@ -115,16 +129,91 @@ def test_it_matches_the_loop_reference_over_random_batches(schedule):
         assert {gid: got.label_names()[gid] for gid in labels} == labels
 
 
-def test_redistribute_matches_the_reference_for_non_binary_advantages():
+@pytest.mark.parametrize("layout", ["shuffled", "contiguous"])
+def test_redistribute_matches_the_reference_for_non_binary_advantages(layout):
     for seed in range(200):
         rng = np.random.default_rng(seed)
-        b = random_batch(rng)
+        b = random_batch(rng, layout)
         a = rng.normal(size=b["rewards"].size)
         w = np.where(b["passed"] & (rng.random(a.size) < 0.97), rng.uniform(0.01, 1, a.size), np.nan)
         got = redistribute(a, b["group_index"], b["passed"], w, n_groups=b["n_groups"])
         expected, reasons = ref.redistribute(a, b["group_index"], b["passed"], w)
         assert_same(got.advantages, expected)
         assert {gid: got.reason_names()[gid] for gid in reasons} == reasons
+
+
+# --- group layouts: the contiguous fast path -------------------------------------
+
+
+@pytest.mark.parametrize(
+    "group_index, n_groups, width",
+    [
+        ([0, 0, 1, 1, 2, 2], None, 2),
+        ([0, 0, 1, 1, 2, 2], 3, 2),
+        ([0, 1, 2], None, 1),
+        ([0, 0, 0], None, 3),
+        (np.array([0, 0, 1, 1], dtype=np.uint8), None, 2),
+        ([], None, 0),
+        ([0, 0, 1, 1], 3, 0),  # an empty group
+        ([0, 0, 1, 1, 1], None, 0),  # unequal sizes
+        ([0, 1, 1, 1], None, 0),
+        ([0, 0, 1, 2, 2, 2], None, 0),
+        ([1, 1, 0, 0], None, 0),  # groups out of order
+        ([0, 1, 0, 1], None, 0),  # interleaved
+        ([0, 1, 1, 0], None, 0),
+        ([0, 0, 2, 2], None, 0),  # an unused id
+    ],
+)
+def test_the_fast_path_is_taken_exactly_for_equal_groups_in_a_row(group_index, n_groups, width):
+    assert adv._Groups(group_index, n_groups).width == width
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "shuffled"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_rewards_are_rejected_in_either_layout(layout, bad):
+    b = random_batch(np.random.default_rng(3), layout)
+    b["rewards"][len(b["rewards"]) // 2] = bad
+    with pytest.raises(ValueError, match="finite"):
+        grpo_advantages(b["rewards"], b["group_index"])
+    with pytest.raises(ValueError, match="finite"):
+        gagar_advantages(b["rewards"], b["group_index"], b["passed"], b["ranks"])
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULE_PARAMS))
+def test_the_fast_path_agrees_with_the_general_path(schedule):
+    # One empty group more sends the same batch, in the same order, down the general path.
+    for seed in range(200):
+        rng = np.random.default_rng(seed)
+        b = random_batch(rng, "contiguous")
+        g, n = b["group_index"], b["n_groups"]
+        assert fast_path(g, n) and not fast_path(g, n + 1)
+        if rng.random() < 0.3:
+            b["ranks"] = b["passed"].astype(np.int64)  # all tied
+        options = {
+            "norm_by_std": bool(rng.random() < 0.8),
+            "unbiased_std": bool(rng.random() < 0.5),
+            "verl_singletons": bool(rng.random() < 0.2),
+        }
+        fast, general = (
+            gagar_advantages(
+                b["rewards"], g, b["passed"], b["ranks"], schedule=schedule,
+                params=SCHEDULE_PARAMS[schedule], scores=b["scores"], flagged=b["flagged"],
+                w_flag=0.5, n_groups=groups, **options,
+            )
+            for groups in (n, n + 1)
+        )
+        assert_same(fast.grpo, general.grpo)
+        assert_same(fast.factors, general.factors)
+        assert_same(fast.advantages, general.advantages)
+        assert fast.reasons.tolist() + [EMPTY] == general.reasons.tolist()
+        assert fast.labels.tolist() + [EMPTY] == general.labels.tolist()
+        assert_same(grpo_advantages(b["rewards"], g, **options),
+                    grpo_advantages(b["rewards"], g, n_groups=n + 1, **options))
+        a = rng.normal(size=g.size)
+        w = np.where(b["passed"] & (rng.random(g.size) < 0.9), rng.uniform(0.01, 1, g.size), np.nan)
+        moved = [redistribute(a, g, b["passed"], w, n_groups=groups) for groups in (n, n + 1)]
+        assert moved[0].advantages.tobytes() == moved[1].advantages.tobytes()
+        assert moved[0].reasons.tolist() + [EMPTY] == moved[1].reasons.tolist()
 
 
 # --- GRPO -------------------------------------------------------------------------
@@ -275,6 +364,11 @@ def test_a_rank_beyond_its_group_is_rejected_even_where_the_next_group_has_room(
         schedule_factors("linear", ranks=np.array([2, 1]), group_index=np.array([0, 1]))
 
 
+def test_a_huge_rank_is_rejected_without_allocating_for_it():
+    with pytest.raises(ValueError, match="competition ranks"):
+        factors("linear", [1, 10**15])
+
+
 def test_ranks_are_checked_per_group_in_any_order():
     got = schedule_factors("linear", ranks=np.array([2, 1, 1, 1, 0]),
                            group_index=np.array([1, 0, 1, 2, 0]), w_min=0.5)
@@ -396,11 +490,13 @@ def test_module_doctest_runs():
 
 @st.composite
 def batches(draw, *, binary=True, ranked=st.floats(0.0, 1.0)):
-    """Shuffled groups of binary (or non-binary) rewards with competition-ranked passes."""
+    """Groups of binary (or non-binary) rewards with competition-ranked passes: either
+    shuffled groups of any size, or groups of one size in a row (the fast path)."""
     n_groups = draw(st.integers(1, 6))
+    width = draw(st.none() | st.integers(1, 10))
     rows = []
     for gid in range(n_groups):
-        size = draw(st.integers(1, 10))
+        size = width or draw(st.integers(1, 10))
         passed = draw(st.lists(st.booleans(), min_size=size, max_size=size))
         if binary:
             rewards = [float(p) for p in passed]
@@ -416,7 +512,7 @@ def batches(draw, *, binary=True, ranked=st.floats(0.0, 1.0)):
         for i, r in zip(idx, competition_ranks([quality[i] for i in idx]), strict=True):
             ranks[i] = r
         rows += [(gid, rewards[i], passed[i], ranks[i]) for i in range(size)]
-    order = draw(st.permutations(range(len(rows))))
+    order = range(len(rows)) if width else draw(st.permutations(range(len(rows))))
     cols = list(zip(*[rows[i] for i in order], strict=True))
     return {
         "group_index": np.array(cols[0], dtype=np.int64),
