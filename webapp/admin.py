@@ -1,6 +1,16 @@
 from django.contrib import admin
 
-from webapp.models import Batch, Grading, GradingRun, Group, Trajectory, Transcript
+from webapp.models import (
+    Annotation,
+    AnnotationPolicy,
+    Batch,
+    Grading,
+    GradingRun,
+    Group,
+    Lease,
+    Trajectory,
+    Transcript,
+)
 
 
 @admin.register(Batch)
@@ -50,3 +60,35 @@ class GradingAdmin(admin.ModelAdmin):
     search_fields = ["group__group_id"]
     raw_id_fields = ["run", "group"]
     readonly_fields = ["claim_token"]
+
+
+@admin.register(AnnotationPolicy)
+class AnnotationPolicyAdmin(admin.ModelAdmin):
+    list_display = ["batch", "criteria", "blind", "overlap", "lease_minutes", "updated_at", "updated_by"]
+    raw_id_fields = ["batch"]
+
+
+@admin.register(Annotation)
+class AnnotationAdmin(admin.ModelAdmin):
+    """Read-only: annotations are never changed, a revert or a new save adds a version."""
+
+    list_display = ["group", "version", "kind", "independent", "user", "based_on_version", "created_at"]
+    list_filter = ["kind", "independent"]
+    list_select_related = ["group", "user"]
+    search_fields = ["group__group_id", "user__username"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Lease)
+class LeaseAdmin(admin.ModelAdmin):
+    list_display = ["group", "slot", "user", "taken_at", "expires_at", "completed_at"]
+    list_select_related = ["group", "user"]
+    raw_id_fields = ["group"]

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from django.apps import apps
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, JSONField, OuterRef, Q, Subquery
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
 
-from webapp.models import Batch, Group, Trajectory, Transcript
+from webapp.models import Annotation, Batch, Group, Lease, Trajectory, Transcript
 
 PAGE_SIZE = 50
 COUNT_LIMIT = 1000  # a filtered count stops here ("1000+"): counting 100,000 matches is a scan
@@ -52,12 +54,30 @@ def graded_condition():
     return Q(Exists(model.objects.filter(group=OuterRef("pk"), status="done")))
 
 
+REVIEW_STATES = {
+    "overridden": "overridden: final ranking is human",
+    "reviewed": "ranked by a human",
+    "unreviewed": "not ranked by a human",
+}
+
+
+def review_condition(state: str) -> Q:
+    """Groups whose final ranking is a human one ("overridden"), or that some human ranked or not."""
+    if state == "overridden":
+        later = Annotation.objects.filter(group=OuterRef("group"), independent=False, version__gt=OuterRef("version"))
+        return Q(Exists(Annotation.objects.filter(group=OuterRef("pk"), independent=False, tiers__isnull=False)
+                        .exclude(Exists(later))))
+    ranked = Q(Exists(Annotation.objects.filter(group=OuterRef("pk"), kind=Annotation.Kind.RANKING)))
+    return ranked if state == "reviewed" else ~ranked
+
+
 @dataclass(frozen=True)
 class GroupFilter:
     label: str = ""
     pass_min: float | None = None
     pass_max: float | None = None
     graded: str = ""  # "", "yes", "no"
+    review: str = ""  # "", "overridden", "reviewed", "unreviewed"
     q: str = ""
     sort: str = DEFAULT_SORT
 
@@ -72,6 +92,8 @@ class GroupFilter:
             condition = graded_condition()
             if condition is not None:
                 qs = qs.filter(condition if self.graded == "yes" else ~condition)
+        if self.review in REVIEW_STATES:
+            qs = qs.filter(review_condition(self.review))
         if self.q:
             qs = qs.filter(Q(group_id__icontains=self.q) | Q(task_id__icontains=self.q)
                            | Q(statement__icontains=self.q))
@@ -80,12 +102,12 @@ class GroupFilter:
     @property
     def is_filtered(self) -> bool:
         return bool(self.label or self.pass_min is not None or self.pass_max is not None
-                    or self.graded or self.q)
+                    or self.graded or self.review or self.q)
 
     def params(self) -> dict[str, str]:
         """The non-default values, as query parameters."""
         out = {}
-        for name in ("label", "graded", "q"):
+        for name in ("label", "graded", "review", "q"):
             if getattr(self, name):
                 out[name] = getattr(self, name)
         for name in ("pass_min", "pass_max"):
@@ -216,7 +238,9 @@ def batches_overview():
     ids = [b.pk for b in batches]
     labels = label_counts(batches)
     graded = graded_counts(ids)
+    progress = annotation_progress(ids)
     for b in batches:
+        b.review = progress[b.pk]
         b.label_counts = [(value, name, labels.get(b.pk, {}).get(value, 0)) for value, name in Group.Label.choices]
         b.n_mixed = labels.get(b.pk, {}).get(Group.Label.MIXED, 0)
         b.graded = None if graded is None else graded.get(b.pk, 0)
@@ -287,3 +311,38 @@ def transcript_lengths(pks) -> dict[int, int]:
 def transcript_messages(trajectory_pk: int):
     """The whole transcript (for a search), or None."""
     return Transcript.objects.filter(pk=trajectory_pk).values_list("messages", flat=True).first()
+
+
+def group_for_page(pk: int, user) -> Group:
+    """A group with its batch and annotation policy, and, in the same query, who holds a
+    lease on it and the latest ranking `user` made of it (my_version, my_tiers)."""
+    now = timezone.now()
+    live = Lease.objects.filter(group=OuterRef("pk"), completed_at=None, expires_at__gt=now)
+    others = live.exclude(user=user).order_by("expires_at")
+    mine = Annotation.objects.filter(group=OuterRef("pk"), user=user, kind=Annotation.Kind.RANKING).order_by("-version")
+    return get_object_or_404(
+        Group.objects.select_related("batch", "batch__annotation_policy").annotate(
+            my_lease_until=Subquery(live.filter(user=user).values("expires_at")[:1]),
+            held_by=Subquery(others.values("user__username")[:1]),
+            held_until=Subquery(others.values("expires_at")[:1]),
+            my_version=Subquery(mine.values("version")[:1]),
+            my_tiers=Subquery(mine.values("tiers")[:1], output_field=JSONField()),
+        ),
+        pk=pk,
+    )
+
+
+def annotation_progress(batch_ids) -> dict[int, dict]:
+    """Per batch: mixed groups that some human ranked, and groups ranked per annotator."""
+    ids = list(batch_ids)
+    out = {pk: {"reviewed": 0, "by_user": []} for pk in ids}
+    rankings = Annotation.objects.filter(group__batch_id__in=ids, kind=Annotation.Kind.RANKING).order_by()
+    reviewed = (rankings.filter(group__label=Group.Label.MIXED).values_list("group__batch_id")
+                .annotate(n=Count("group_id", distinct=True)))
+    for batch_id, n in reviewed:
+        out[batch_id]["reviewed"] = n
+    per_user = (rankings.values_list("group__batch_id", "user__username")
+                .annotate(n=Count("group_id", distinct=True)).order_by("group__batch_id", "-n", "user__username"))
+    for batch_id, username, n in per_user:
+        out[batch_id]["by_user"].append((username, n))
+    return out

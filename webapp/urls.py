@@ -18,4 +18,5 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("", include("webapp.grading_urls")),
+    path("", include("webapp.annotation_urls")),
 ]

@@ -32,7 +32,7 @@ def test_a_reviewer_compares_a_group(page, live_server, batch):
     page.select_option("#id_label", "mixed")  # htmx swaps the table and pushes the URL
     expect(page.locator(".groups-table tbody tr")).to_have_count(3)
     expect(page).to_have_url(f"{live_server.url}/batches/{batch.pk}/?q=&label=mixed&pass_min=&pass_max="
-                             + ("&graded=" if page.locator("#id_graded").count() else "") + "&sort=group")
+                             + ("&graded=" if page.locator("#id_graded").count() else "") + "&review=&sort=group")
     page.fill("#id_q", "task-2")
     expect(page.locator(".groups-table tbody tr")).to_have_count(1)
     page.fill("#id_q", "")

@@ -25,6 +25,7 @@ class Column:
     same_kind: str | None = None  # "identical" or "whitespace"
     unique_paths: set = field(default_factory=set)
     messages: int | None = None  # transcript length, for data without num_turns
+    grade: object = None  # the grader's verdict on this trajectory (review.ranking.GradeCell)
 
     @property
     def tid(self) -> str:

@@ -73,27 +73,48 @@ def advantage_config_update(*, batch: Batch, schedule: str, params: dict, norm_b
 def advantage_rows(batch: Batch, config: AdvantageConfig | None = None) -> list[dict]:
     """Rows of ROW_FIELDS for every trajectory of `batch`."""
     config = config or AdvantageConfig.from_dict(batch.advantage_config)
-    return _rows(Trajectory.objects.filter(batch=batch), config)
+    return _rows(_listed(Trajectory.objects.filter(batch=batch)), config)
 
 
 def group_advantage_rows(group: Group) -> list[dict]:
     """Rows of ROW_FIELDS for the trajectories of one group, under its batch's config."""
     config = AdvantageConfig.from_dict(group.batch.advantage_config)
-    return _rows(Trajectory.objects.filter(group=group), config)
+    return _rows(_listed(Trajectory.objects.filter(group=group)), config)
 
 
-def _rows(trajectories, config: AdvantageConfig) -> list[dict]:
-    trajectories = list(
+def ranking_advantage_rows(group: Group, ranking: FinalRanking | None, trajectories=None) -> list[dict]:
+    """Rows of ROW_FIELDS for one group as if `ranking` were its final ranking (None: no
+    ranking): what the group page shows once it has decided, and the editor's live preview.
+    `trajectories` (Trajectory objects of the group) saves the page a query."""
+    config = AdvantageConfig.from_dict(group.batch.advantage_config)
+    if trajectories is None:
+        listed = _listed(Trajectory.objects.filter(group=group))
+    else:
+        listed = sorted(((t.pk, group.pk, group.group_id, t.trajectory_id, t.reward, t.passed) for t in trajectories),
+                        key=lambda t: t[3])
+    return _rows(listed, config, {group.pk: ranking} if ranking is not None else {})
+
+
+def _listed(trajectories) -> list[tuple]:
+    return list(
         trajectories.order_by("group__group_id", "trajectory_id").values_list(
             "pk", "group_id", "group__group_id", "trajectory_id", "reward", "passed"
         )
     )
+
+
+def _rows(trajectories: list[tuple], config: AdvantageConfig,
+          rankings: dict[int, FinalRanking] | None = None) -> list[dict]:
+    """`trajectories`: (pk, group pk, group id, trajectory id, reward, passed), ordered by group
+    id then trajectory id. `rankings` replaces the final rankings when given."""
     if not trajectories:
         return []
     group_pks, group_index = np.unique(np.array([t[1] for t in trajectories]), return_inverse=True)
     rewards = np.array([t[4] for t in trajectories], dtype=np.float64)
     passed = np.array([t[5] for t in trajectories], dtype=bool)
-    rankings = _usable(final_rankings(group_pks.tolist()), trajectories, config)
+    if rankings is None:
+        rankings = final_rankings(group_pks.tolist())
+    rankings = _usable(rankings, trajectories, config)
     n = len(trajectories)
     ranks = np.zeros(n, dtype=np.int64)
     scores = np.full(n, np.nan)

@@ -1,8 +1,11 @@
-"""The final ranking of a group: what advantages and pages use.
+"""The final ranking of a group: what advantages, exports and pages use.
 
-For now the latest finished grading's ranking (source "grader"); human
-rankings will take precedence here once they exist, and every caller goes
-through `final_rankings`, so they will not need to change.
+The latest row of a group's final chain of annotations (a human ranking, a
+revert or an accepted independent ranking) decides, source "human"; a group
+without one, or whose latest final row hands it back to the grader, takes
+its latest finished grading's ranking, source "grader". Every caller goes
+through `final_rankings` (or `decide` for one group whose rows it already
+holds).
 """
 
 from __future__ import annotations
@@ -10,8 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from django.db.models import F, Q, Window
+from django.db.models.functions import RowNumber
+
 from grading.graders.base import ranks_from_tiers
-from webapp.models import Grading
+from webapp.models import Annotation, Grading
 
 CHUNK = 5000  # ids per query: SQLite caps the number of bound parameters
 
@@ -19,7 +25,8 @@ CHUNK = 5000  # ids per query: SQLite caps the number of bound parameters
 @dataclass(frozen=True)
 class FinalRanking:
     """Passing trajectory ids best first in tiers (ties share a tier), flags per id,
-    the grader's scores if any (higher is better), and where the ranking came from."""
+    the grader's scores if any (higher is better), and where the ranking came from.
+    A human ranking names its annotation version and author."""
 
     tiers: tuple[tuple[str, ...], ...]
     flags: Mapping[str, tuple[str, ...]]
@@ -28,30 +35,89 @@ class FinalRanking:
     grading_id: int | None
     grader_version: str
     rationales: Mapping[str, str] = field(default_factory=dict)
+    version: int | None = None
+    author: str = ""
+    confidence: float | None = None
 
     def ranks(self) -> dict[str, int]:
         """Standard competition ranks, 1 = best: (1, 2, 2, 4)."""
         return ranks_from_tiers(self.tiers)
 
 
-def final_rankings(group_pks: Iterable[int]) -> dict[int, FinalRanking]:
-    """The final ranking of each group in `group_pks` that has one, by group pk."""
+def _flags(flags) -> dict[str, tuple[str, ...]]:
+    return {tid: tuple(names) for tid, names in (flags or {}).items() if names}
+
+
+def grader_rankings(group_pks: Iterable[int]) -> dict[int, FinalRanking]:
+    """The latest finished grading's ranking of each group that has one, by group pk."""
     pks = list(dict.fromkeys(group_pks))
     out: dict[int, FinalRanking] = {}
     for start in range(0, len(pks), CHUNK):
         rows = (Grading.objects.filter(group_id__in=pks[start:start + CHUNK], status=Grading.Status.DONE)
                 .order_by("group_id", "-finished_at", "-pk")
-                .values_list("group_id", "pk", "tiers", "flags", "scores", "grader_version", "rationales"))
-        for group_pk, pk, tiers, flags, scores, version, rationales in rows:
+                .values_list("group_id", "pk", "tiers", "flags", "scores", "grader_version", "rationales",
+                             "confidence"))
+        for group_pk, pk, tiers, flags, scores, version, rationales, confidence in rows:
             if group_pk in out:
                 continue
             out[group_pk] = FinalRanking(
                 tiers=tuple(tuple(tier) for tier in tiers or ()),
-                flags={tid: tuple(names) for tid, names in (flags or {}).items()},
+                flags=_flags(flags),
                 scores=scores,
                 source="grader",
                 grading_id=pk,
                 grader_version=version,
                 rationales=rationales or {},
+                confidence=confidence,
             )
+    return out
+
+
+def chain_heads(group_pks: Iterable[int], *, user=None) -> list[Annotation]:
+    """The latest row of each group's final chain and, with `user`, of that user's own
+    (independent) chain: one query, whatever the length of the history."""
+    pks = list(dict.fromkeys(group_pks))
+    chains = Q(independent=False) | Q(independent=True, user=user) if user is not None else Q(independent=False)
+    out = []
+    for start in range(0, len(pks), CHUNK):
+        out.extend(
+            Annotation.objects.filter(chains, group_id__in=pks[start:start + CHUNK])
+            .annotate(head=Window(RowNumber(), partition_by=[F("group_id"), F("independent")],
+                                  order_by=F("version").desc()))
+            .filter(head=1).select_related("user")
+        )
+    return out
+
+
+def human_ranking(annotation: Annotation) -> FinalRanking | None:
+    """The ranking a final-chain row stands for; None when it hands the group back to the grader."""
+    if annotation.tiers is None:
+        return None
+    return FinalRanking(
+        tiers=tuple(tuple(tier) for tier in annotation.tiers),
+        flags=_flags(annotation.flags),
+        scores=None,
+        source="human",
+        grading_id=annotation.grading_id,
+        grader_version="",
+        rationales=annotation.rationales or {},
+        version=annotation.version,
+        author=annotation.user.get_username(),
+    )
+
+
+def decide(grader: FinalRanking | None, final_head: Annotation | None) -> FinalRanking | None:
+    """One group's final ranking from its grader ranking and its final chain's latest row."""
+    human = human_ranking(final_head) if final_head is not None else None
+    return human or grader
+
+
+def final_rankings(group_pks: Iterable[int]) -> dict[int, FinalRanking]:
+    """The final ranking of each group in `group_pks` that has one, by group pk."""
+    pks = list(dict.fromkeys(group_pks))
+    out = grader_rankings(pks)
+    for head in chain_heads(pks):
+        human = human_ranking(head)
+        if human is not None:
+            out[head.group_id] = human
     return out

@@ -65,6 +65,11 @@ def sub(value, other):
 
 
 @register.filter
+def absolute(value):
+    return abs(value) if isinstance(value, int | float) else value
+
+
+@register.filter
 def diffclass(line):
     """CSS class of one line of a unified diff."""
     if line.startswith(("+++", "---", "@@")):

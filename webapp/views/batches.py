@@ -8,6 +8,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from webapp import selectors
 from webapp.models import Batch
+from webapp.services.annotations import may_annotate
 from webapp.views.access import reader_required
 from webapp.views.filters import SORT_LABELS, GroupFilterForm
 
@@ -58,6 +59,7 @@ def batch(request, pk):
         "sort_column": sort_column,
         "sort_label": SORT_LABELS[flt.sort],
         "grading_panel_url": _grading_panel_url(batch),
+        "can_annotate": may_annotate(request.user),
     }
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, "batches/_groups.html", context)

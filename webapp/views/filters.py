@@ -3,7 +3,7 @@
 from django import forms
 
 from webapp.models import Group
-from webapp.selectors import DEFAULT_SORT, SORTS, GroupFilter, graded_condition
+from webapp.selectors import DEFAULT_SORT, REVIEW_STATES, SORTS, GroupFilter, graded_condition
 
 SORT_LABELS = {
     "group": "group id",
@@ -20,6 +20,7 @@ class GroupFilterForm(forms.Form):
     pass_max = forms.FloatField(required=False, min_value=0, max_value=1, label="to")
     graded = forms.ChoiceField(required=False, choices=[("", "graded or not"), ("yes", "graded"),
                                                         ("no", "not graded")])
+    review = forms.ChoiceField(required=False, choices=[("", "any"), *REVIEW_STATES.items()], label="Human review")
     sort = forms.ChoiceField(required=False, choices=[(k, SORT_LABELS[k]) for k in SORTS])
 
     def __init__(self, *args, **kwargs):
@@ -39,6 +40,7 @@ class GroupFilterForm(forms.Form):
             pass_min=data.get("pass_min"),
             pass_max=data.get("pass_max"),
             graded=data.get("graded") or "",
+            review=data.get("review") or "",
             q=data.get("q") or "",
             sort=data.get("sort") or DEFAULT_SORT,
         )

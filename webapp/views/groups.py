@@ -11,9 +11,10 @@ from grading.diffs import MARKER_LABELS, interdiff
 from webapp import selectors
 from webapp.models import Group, Trajectory
 from webapp.review import diffview, groupview, matrix
+from webapp.review.annotation import RankingPage
 from webapp.review.markdown import render_markdown
-from webapp.services.advantages import group_advantage_rows
 from webapp.views.access import reader_required
+from webapp.views.annotation_forms import RankingInput
 from webapp.views.filters import GroupFilterForm
 
 STATEMENT_CHARS = 200_000  # markdown past this is shown as plain text
@@ -39,13 +40,18 @@ def _default_pair(columns):
 @require_GET
 @reader_required
 def group(request, pk):
-    group = get_object_or_404(Group.objects.select_related("batch"), pk=pk)
+    return render_group_page(request, selectors.group_for_page(pk, request.user))
+
+
+def render_group_page(request, group, *, submitted: RankingInput | None = None, error: str = "", status: int = 200):
+    """The group page; a refused save shows it again with the ranking as sent and the error."""
     flt = GroupFilterForm(request.GET).to_filter()
     params = flt.params()
     hide_failing = request.GET.get("failing") == "hide"
     trajectories = selectors.group_trajectories(group)
-    advantages = {row["trajectory_id"]: row for row in group_advantage_rows(group)}
-    columns, rows = groupview.build(trajectories, advantages)
+    ranking = RankingPage.load(request.user, group, trajectories, submitted=submitted, error=error)
+    columns, rows = groupview.build(trajectories, ranking.advantages)
+    ranking.attach(columns)
     prev_pk, next_pk = selectors.neighbours(group, flt)
     nav = {**params, "failing": "hide" if hide_failing else ""}
     first, second = _default_pair(columns)
@@ -67,7 +73,8 @@ def group(request, pk):
         "reference": diffview.patch_view(group.reference_patch, lazy=False) if group.reference_patch else None,
         "pair": (first, second),
         "marker_labels": sorted(MARKER_LABELS.items()),
-    })
+        "ranking": ranking,
+    }, status=status)
 
 
 @require_GET
