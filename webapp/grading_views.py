@@ -6,17 +6,18 @@ something is queued or running. Writes are for researchers; POSTs answer an
 htmx request with the fresh panel and anything else with a redirect.
 """
 
-import json
 
 from django import forms
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from grading.graders.base import FLAGS, GRADERS
+from grading.graders.base import FLAGS
+from grading.profiles import BUILTIN, ProfileError, load_profiles
 from grading.schedules import SCHEDULES
-from webapp.models import Batch, Grading, Group
+from webapp.models import Annotation, AnnotationPolicy, Batch, Grading, GradingTranscript, Group
 from webapp.roles import RESEARCHER, ROLES, has_role, role_required
 from webapp.services.advantages import (
     DEFAULT_FLAG_NAMES,
@@ -24,6 +25,7 @@ from webapp.services.advantages import (
     advantage_config_update,
     advantage_histogram,
 )
+from webapp.services.annotations import visibility
 from webapp.services.grading import LaunchError, batch_grading_status, grading_launch, gradings_retry_failed
 
 CHART_WIDTH, CHART_HEIGHT = 320, 64
@@ -42,20 +44,20 @@ class PanelForm(forms.Form):
 
 class LaunchForm(PanelForm):
     id_prefix = "launch"
-    grader = forms.ChoiceField(choices=[(name, name) for name in GRADERS], initial="heuristic")
-    config = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}),
-                             label="Grader configuration (JSON, optional)")
+    grader = forms.ChoiceField(initial="heuristic", label="Grader profile")
     regrade = forms.BooleanField(required=False, label="Also regrade groups this grader already graded")
 
-    def clean_config(self):
-        text = self.cleaned_data["config"].strip() or "{}"
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Profiles come from the $GAGAR_GRADERS file, read when the form is built.
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise forms.ValidationError(f"not JSON: {error}") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("must be a JSON object")
-        return value
+            profiles = load_profiles()
+        except ProfileError as error:
+            profiles = dict(BUILTIN)
+            self.profile_error = str(error)
+        self.fields["grader"].choices = [
+            (name, f"{name} ({p.backend or p.grader}, {p.queue} queue)") for name, p in sorted(profiles.items())
+        ]
 
 
 class AdvantageConfigForm(PanelForm):
@@ -112,8 +114,9 @@ def grading_launch_view(request, pk):
     if not form.is_valid():
         return _panel(request, batch, launch_form=form, status=400)
     try:
-        launch = grading_launch(batch=batch, grader=form.cleaned_data["grader"], config=form.cleaned_data["config"],
-                                user=request.user, regrade=form.cleaned_data["regrade"])
+        launch = grading_launch(
+            batch=batch, grader=form.cleaned_data["grader"], user=request.user, regrade=form.cleaned_data["regrade"]
+        )
     except LaunchError as error:
         form.add_error(None, str(error))
         return _panel(request, batch, launch_form=form, status=400)
@@ -207,3 +210,19 @@ def _charts(histogram):
     return {"width": CHART_WIDTH, "height": CHART_HEIGHT, "low": low, "high": high, "zero": zero,
             "n": histogram.n, "series": [("GRPO (before)", "before", bars(histogram.before)),
                                          ("Redistributed (after)", "after", bars(histogram.after))]}
+
+
+@require_GET
+@role_required(*ROLES)
+def grading_detail(request, pk):
+    """One grading of a group: who graded it, what it cost, and the grader's conversation
+    (its tool calls and what they returned). Hidden from a blind annotator until they rank."""
+    grading = get_object_or_404(Grading.objects.select_related("run", "group__batch"), pk=pk)
+    group = grading.group
+    submitted = Annotation.objects.filter(group=group, user=request.user).exists()
+    if visibility(request.user, AnnotationPolicy.of(group.batch), submitted=submitted).hide_grader:
+        raise PermissionDenied("the grader's work is hidden until you save your ranking of this group")
+    transcript = GradingTranscript.objects.filter(grading=grading).values_list("messages", flat=True).first()
+    return render(request, "grading/detail.html", {
+        "grading": grading, "group": group, "entries": transcript or [],
+    })

@@ -2,8 +2,9 @@
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
-from webapp.models import Grading, GradingRun
+from webapp.models import Grading, GradingRun, GradingTranscript
 from webapp.services.grading import grading_launch
 from webapp.services.grading_worker import gradings_process
 
@@ -113,12 +114,30 @@ def test_launch_needs_the_csrf_token(researcher, sample_batch):
     assert client.post(reverse("grading_launch", args=[sample_batch.pk]), {"grader": "heuristic"}).status_code == 403
 
 
-def test_launch_with_bad_config_shows_the_error(client, researcher, sample_batch):
+def test_launch_of_an_unknown_profile_shows_the_error(client, researcher, sample_batch):
     login(client, researcher)
-    response = client.post(reverse("grading_launch", args=[sample_batch.pk]),
-                           {"grader": "heuristic", "config": "[1, 2"})
-    assert response.status_code == 400 and "not JSON" in response.content.decode()
+    response = client.post(reverse("grading_launch", args=[sample_batch.pk]), {"grader": "gpt-9"})
+    assert response.status_code == 400 and "Select a valid choice" in response.content.decode()
     assert not GradingRun.objects.exists()
+
+
+def test_the_launch_form_offers_the_profiles_of_the_graders_file(client, researcher, sample_batch, tmp_path,
+                                                                  monkeypatch):
+    graders = tmp_path / "graders.toml"
+    graders.write_text('[graders.tiny-cpu]\nbackend = "transformers"\nmodel = "/models/tiny"\n')
+    monkeypatch.setenv("GAGAR_GRADERS", str(graders))
+    login(client, researcher)
+    page = client.get(reverse("grading_panel", args=[sample_batch.pk])).content.decode()
+    assert "tiny-cpu (transformers, cpu queue)" in page and "heuristic" in page
+
+
+def test_a_broken_graders_file_is_shown_not_hidden(client, researcher, sample_batch, tmp_path, monkeypatch):
+    graders = tmp_path / "graders.toml"
+    graders.write_text('[graders.tiny-cpu]\nqueue = "tpu"\n')
+    monkeypatch.setenv("GAGAR_GRADERS", str(graders))
+    login(client, researcher)
+    page = client.get(reverse("grading_panel", args=[sample_batch.pk])).content.decode()
+    assert "graders.tiny-cpu.queue: must be one of cpu, gpu" in page
 
 
 def test_retry_queues_the_failed_gradings(client, researcher, sample_batch):
@@ -158,3 +177,32 @@ def test_an_invalid_redistribution_config_is_refused(client, researcher, annotat
 def test_the_panel_has_no_inline_script_or_style(client, researcher, sample_batch):
     body = login(client, researcher).get(panel(sample_batch), **HTMX).content.decode()
     assert "<script" not in body and "style=" not in body and "<style" not in body
+
+
+def test_the_grading_page_shows_the_graders_conversation_escaped(client, researcher, sample_batch):
+    group = sample_batch.groups.filter(label="mixed").first()
+    run = GradingRun.objects.create(batch=sample_batch, grader="tiny-cpu", config={})
+    grading = Grading.objects.create(run=run, group=group, status=Grading.Status.DONE, grader_version="tiny:p1",
+                                     queued_at=timezone.now(),
+                                     tokens=42, usage={"prompt_tokens": 30, "completion_tokens": 12})
+    GradingTranscript.objects.create(grading=grading, messages=[
+        {"run": 0, "turn": 1, "role": "assistant", "content": '{"tool": "view_patch"}',
+         "action": {"tool": "view_patch"}, "tokens": 12},
+        {"run": 0, "turn": 1, "role": "tool", "tool": "view_patch", "content": "<script>alert(1)</script>"},
+        {"run": 0, "event": "result"},
+    ])
+    login(client, researcher)
+    page = client.get(reverse("grading_detail", args=[grading.pk])).content.decode()
+    assert "tiny:p1" in page and "calls view_patch" in page and "42" in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
+
+
+def test_a_blind_annotator_cannot_open_the_grading_before_ranking(client, annotator, sample_batch):
+    from webapp.models import AnnotationPolicy
+
+    AnnotationPolicy.objects.update_or_create(batch=sample_batch, defaults={"blind": True})
+    group = sample_batch.groups.filter(label="mixed").first()
+    run = GradingRun.objects.create(batch=sample_batch, grader="heuristic", config={})
+    grading = Grading.objects.create(run=run, group=group, status=Grading.Status.DONE, queued_at=timezone.now())
+    login(client, annotator)
+    assert client.get(reverse("grading_detail", args=[grading.pk])).status_code == 403

@@ -17,7 +17,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -25,7 +25,7 @@ from django.db import transaction
 from django.db.models import Count, F
 from django.utils import timezone
 
-from grading.graders.base import GRADERS
+from grading.profiles import Profile, ProfileError, load_profiles
 from webapp.models import Batch, Grading, GradingRun, Group
 from webapp.services.bulk import insert_rows
 from workers.celery import GPU, app
@@ -46,9 +46,21 @@ def grader_queue(grader: str) -> str:
     return settings.GAGAR_GRADER_QUEUES.get(grader, GPU)
 
 
-def _grader_name_ok(grader: str) -> bool:
+def grader_profile(grader: str, config: dict | None = None) -> Profile:
+    """What a launch names: a profile (built-in, or from the $GAGAR_GRADERS file), or
+    a grader class by `module:Class` path with `config` as its keyword arguments."""
+    try:
+        profiles = load_profiles()
+    except ProfileError as error:
+        raise LaunchError(str(error)) from None
+    if grader in profiles:
+        if config:
+            raise LaunchError(f"profile {grader!r} is configured in its file, not at launch")
+        return profiles[grader]
     module, _, cls = grader.partition(":")
-    return grader in GRADERS or bool(module and cls)
+    if not (module and cls):
+        raise LaunchError(f"unknown grader {grader!r} (profiles: {', '.join(sorted(profiles))}, or module:Class)")
+    return Profile(name=grader, grader=grader, options=dict(config or {}), queue=grader_queue(grader))
 
 
 @dataclass(frozen=True)
@@ -66,13 +78,13 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
     grader and configuration, and, unless `regrade`, those it already graded.
     Messages go out once the transaction commits.
     """
-    config = dict(config or {})
-    if not _grader_name_ok(grader):
-        raise LaunchError(f"unknown grader {grader!r} (known: {', '.join(sorted(GRADERS))}, or module:Class)")
     try:
-        json.dumps(config)
+        json.dumps(config or {})
     except (TypeError, ValueError) as error:
         raise LaunchError(f"grader configuration is not JSON: {error}") from None
+    profile = grader_profile(grader, config)
+    # The run keeps the whole profile: workers build the grader from it, with no file.
+    config = json.loads(json.dumps(asdict(profile)))
     skip = ACTIVE if regrade else (*ACTIVE, DONE)
     busy = set(
         Grading.objects.filter(run__batch=batch, run__grader=grader, run__config=config, status__in=skip)
@@ -84,7 +96,7 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
         return Launch(run=None, queued=0, skipped=len(busy))
     with transaction.atomic():
         run = GradingRun.objects.create(batch=batch, grader=grader, config=config,
-                                        queue=queue or grader_queue(grader), created_by=user)
+                                        queue=queue or profile.queue, created_by=user)
         template = Grading(run=run, queued_at=timezone.now(), attempt_limit=settings.GAGAR_GRADING_MAX_ATTEMPTS)
         row = {f.attname: getattr(template, f.attname) for f in Grading._meta.concrete_fields if not f.primary_key}
         ids = insert_rows(Grading, [{**row, "group_id": pk} for pk in group_pks])

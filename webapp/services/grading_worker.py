@@ -33,9 +33,9 @@ from grading.graders.base import (
     GroupView,
     InvalidRanking,
     TrajectoryView,
-    load_grader,
     validate_ranking,
 )
+from grading.profiles import Profile, build_grader
 from webapp.models import Grading, GradingRun, GradingTranscript, Trajectory, Transcript
 from webapp.services import grading as jobs
 
@@ -62,7 +62,7 @@ class Processed:
 @functools.lru_cache(maxsize=8)
 def _grader(name: str, config_json: str) -> Grader:
     """Graders are loaded once per worker process: an LLM backend loads a model."""
-    return load_grader(name, **json.loads(config_json))
+    return build_grader(Profile(**json.loads(config_json)))
 
 
 @dataclass
