@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 
+from grading.agreement import kendall_tau, positions
 from grading.backends import Backend, Reply, Sampling, load_backend
 from grading.graders.base import Grade, Grader, GraderError, GroupView, InvalidRanking
 from grading.workspace import (
@@ -263,9 +264,9 @@ class AgenticGrader(Grader):
         tiers, rationales, flags = ok[0]
         if len(ok) > 1:
             tiers, points = borda([outcome[0] for outcome in ok])
-            agreements = [kendall_tau(a[0], b[0]) for i, a in enumerate(ok) for b in ok[i + 1:]]
+            agreements = [run_agreement(a[0], b[0]) for i, a in enumerate(ok) for b in ok[i + 1:]]
             confidence = sum(agreements) / len(agreements)
-            best = max(range(len(ok)), key=lambda i: kendall_tau(ok[i][0], tiers))
+            best = max(range(len(ok)), key=lambda i: run_agreement(ok[i][0], tiers))
             rationales = ok[best][1]
             flags = _majority_flags([outcome[2] for outcome in ok])
             top = max(len(points) - 1, 1)
@@ -365,24 +366,13 @@ def borda(rankings: Sequence[Sequence[Sequence[str]]]) -> tuple[tuple[tuple[str,
     return tiers, points
 
 
-def kendall_tau(a: Sequence[Sequence[str]], b: Sequence[Sequence[str]]) -> float:
-    """Kendall tau-b between two rankings with ties of the same ids (1 when both tie all)."""
-    rank_a = {t: i for i, tier in enumerate(a) for t in tier}
-    rank_b = {t: i for i, tier in enumerate(b) for t in tier}
-    ids = sorted(rank_a)
-    concordant = discordant = tied_a = tied_b = 0
-    for i, x in enumerate(ids):
-        for y in ids[i + 1:]:
-            da, db = rank_a[x] - rank_a[y], rank_b[x] - rank_b[y]
-            tied_a += da == 0
-            tied_b += db == 0
-            concordant += da * db > 0
-            discordant += da * db < 0
-    pairs = len(ids) * (len(ids) - 1) // 2
-    denominator = math.sqrt((pairs - tied_a) * (pairs - tied_b))
-    if denominator == 0:
-        return 1.0 if tied_a == tied_b == pairs else 0.0
-    return (concordant - discordant) / denominator
+def run_agreement(a: Sequence[Sequence[str]], b: Sequence[Sequence[str]]) -> float:
+    """Kendall tau-b between two runs' rankings of the same ids; where tau is undefined
+    (a run ties everything), 1 when the runs are the same and 0 otherwise."""
+    tau = kendall_tau(a, b)
+    if tau is not None:
+        return tau
+    return 1.0 if positions(a) == positions(b) else 0.0
 
 
 def _majority_flags(runs: Sequence[Mapping[str, Sequence[str]]]) -> dict[str, tuple[str, ...]]:

@@ -19,7 +19,7 @@ from grading.graders.agentic import (
     GradingFailed,
     borda,
     decode_action,
-    kendall_tau,
+    run_agreement,
     schema_errors,
 )
 from grading.graders.base import Grade, GraderError, load_grader
@@ -170,7 +170,7 @@ def test_k_runs_merge_by_borda_and_agreement_is_the_confidence(tiny_backend):
         aggregate = grade.transcript[-1]
         assert aggregate["event"] == "aggregate" and aggregate["failed_runs"] == 0
         assert grade.tiers == borda(aggregate["runs"])[0]
-        taus = [kendall_tau(a, b) for a, b in combinations(aggregate["runs"], 2)]
+        taus = [run_agreement(a, b) for a, b in combinations(aggregate["runs"], 2)]
         assert grade.confidence == pytest.approx(sum(taus) / 3)
         assert sorted(grade.scores) == sorted(t.trajectory_id for t in group.passing)
         assert all(0 <= s <= 1 for s in grade.scores.values())
@@ -288,11 +288,12 @@ def _rank(run, t):
     return next(i for i, tier in enumerate(run) if t in tier)
 
 
-def test_kendall_tau_with_ties():
-    assert kendall_tau([["a"], ["b"], ["c"]], [["a"], ["b"], ["c"]]) == 1
-    assert kendall_tau([["a"], ["b"], ["c"]], [["c"], ["b"], ["a"]]) == -1
-    assert kendall_tau([["a", "b"]], [["b", "a"]]) == 1
-    assert kendall_tau([["a", "b"], ["c"]], [["a"], ["b"], ["c"]]) == pytest.approx(
+def test_run_agreement_is_tau_b_and_defined_when_a_run_ties_everything():
+    assert run_agreement([["a"], ["b"], ["c"]], [["a"], ["b"], ["c"]]) == 1
+    assert run_agreement([["a"], ["b"], ["c"]], [["c"], ["b"], ["a"]]) == -1
+    assert run_agreement([["a", "b"]], [["b", "a"]]) == 1
+    assert run_agreement([["a", "b"]], [["a"], ["b"]]) == 0
+    assert run_agreement([["a", "b"], ["c"]], [["a"], ["b"], ["c"]]) == pytest.approx(
         2 / (2 * 3) ** 0.5)
 
 
