@@ -1,9 +1,11 @@
 """Real grader classes for the worker tests, loaded by dotted path like any other."""
 
+import json
 import re
 import time
+from dataclasses import asdict
 
-from grading.graders.base import Grade, GraderError, GroupView
+from grading.graders.base import Grade, Grader, GraderError, GroupView
 from grading.graders.heuristic import HeuristicGrader
 
 
@@ -41,3 +43,17 @@ class ScriptedGrader(HeuristicGrader):
                          version=self.version)
         return Grade(tiers=grade.tiers, rationales=grade.rationales, grader=self.name, version=self.version,
                      flags=grade.flags, scores=grade.scores, latency_s=grade.latency_s)
+
+
+class EchoGrader(Grader):
+    """Ranks the passing trajectories by id and writes, as the first one's rationale, the
+    whole group it was handed, as JSON: what a worker gives a grader, for tests to check.
+    Reads everything, transcripts and test logs included."""
+
+    name = "echo"
+    version = "echo-1"
+
+    def rank(self, group: GroupView) -> Grade:
+        passing = sorted(t.trajectory_id for t in group.passing)
+        return Grade(tiers=tuple((tid,) for tid in passing),
+                     rationales={passing[0]: json.dumps(asdict(group))}, grader=self.name, version=self.version)

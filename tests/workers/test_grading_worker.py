@@ -1,14 +1,16 @@
 """Grading through real worker processes: lost workers, a restarted broker, failing graders."""
 
+import json
 import subprocess
 import time
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 from django.db.models import Count, Max, Sum
 
-from tests.factories import SAMPLE_ROLLOUTS
+from tests.factories import PATCH, SAMPLE_ROLLOUTS, group, write_jsonl
 from tests.workers.conftest import SCRIPTED, make_batch, wait_until
 from webapp.models import Batch, Grading
 from webapp.services.advantages import advantage_rows
@@ -89,6 +91,65 @@ def test_redelivering_a_finished_task_changes_nothing(tmp_path, redis_broker, wo
     wait_until(finished(sentinel.run), timeout=30)
 
     assert list(launch.run.gradings.order_by("pk").values()) == before
+
+
+def test_a_grader_is_handed_each_group_as_it_was_imported(tmp_path, filesystem_broker):
+    records = group("e-0001", [1, 0, 1])
+    records[0].update(metrics={"num_turns": 7}, tests={"passed": ["test_f"], "log": "ok"},
+                      messages=[{"role": "user", "content": "fix f"}])
+    call_command("import_rollouts", str(write_jsonl(tmp_path / "e.jsonl", records)), batch="e", verbosity=0)
+    launch = grading_launch(batch=Batch.objects.get(name="e"), grader="tests.workers.graders:EchoGrader")
+    assert gradings_process(grading_ids=list(launch.run.gradings.values_list("pk", flat=True))).done
+
+    seen = json.loads(launch.run.gradings.get().rationales["t1"])
+    bare = {"messages": None, "tests": None, "metrics": {}, "patch": PATCH}
+    assert seen == {"group_id": "e-0001", "statement": "Fix e-0001", "repo": "o/r", "trajectories": [
+        {"trajectory_id": "t1", "passed": True, "reward": 1.0, "patch": PATCH, "metrics": {"num_turns": 7},
+         "tests": {"passed": ["test_f"], "log": "ok"}, "messages": [{"role": "user", "content": "fix f"}]},
+        {**bare, "trajectory_id": "t2", "passed": False, "reward": 0.0},
+        {**bare, "trajectory_id": "t3", "passed": True, "reward": 1.0},
+    ]}
+
+
+def postgresql_only():
+    if connection.vendor != "postgresql":
+        pytest.skip("reads PostgreSQL's own tables")
+
+
+def worker_sessions() -> list:
+    """When each other client connected to the test database still open was opened."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT backend_start FROM pg_stat_activity WHERE datname = current_database()"
+                       " AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
+        return [started for (started,) in cursor.fetchall()]
+
+
+@pytest.mark.parametrize("conn_max_age", [300, 0])
+def test_a_worker_keeps_its_database_connection_between_tasks_for_conn_max_age(
+        tmp_path, redis_broker, workers, settings, conn_max_age):
+    postgresql_only()
+    settings.GAGAR_GRADING_CHUNK = 2
+    batch = make_batch(tmp_path, "c", 6)
+    workers({**redis_broker, "DB_CONN_MAX_AGE": str(conn_max_age)}, concurrency=1)
+    launch = grading_launch(batch=batch, grader="heuristic")
+    wait_until(finished(launch.run), timeout=30)
+
+    if conn_max_age:  # one connection, opened by the first task, served all three
+        sessions = worker_sessions()
+        assert len(sessions) == 1
+        assert sessions[0] < launch.run.gradings.aggregate(last=Max("claimed_at"))["last"]
+    else:  # closed after each task, as Celery does by default
+        wait_until(lambda: not worker_sessions(), timeout=10, message=str(worker_sessions()))
+
+
+def test_a_large_launch_brings_postgresqls_statistics_of_gradings_up_to_date(tmp_path, filesystem_broker,
+                                                                               monkeypatch):
+    postgresql_only()
+    monkeypatch.setattr("webapp.services.grading.ANALYZE_AFTER", 5)
+    launch = grading_launch(batch=make_batch(tmp_path, "a", 5), grader="heuristic")
+    with connection.cursor() as cursor:  # the estimate that decides how a claim finds its rows
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [Grading._meta.db_table])
+        assert cursor.fetchone()[0] == launch.queued == 5
 
 
 def test_the_sweep_requeues_a_grading_stuck_in_running(tmp_path, redis_broker, workers):
