@@ -116,12 +116,12 @@ def postgresql_only():
         pytest.skip("reads PostgreSQL's own tables")
 
 
-def worker_sessions() -> list:
-    """When each other client connected to the test database still open was opened."""
+def other_sessions() -> dict[int, object]:
+    """Each other open client connection to the test database: pid -> when it was opened."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT backend_start FROM pg_stat_activity WHERE datname = current_database()"
+        cursor.execute("SELECT pid, backend_start FROM pg_stat_activity WHERE datname = current_database()"
                        " AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
-        return [started for (started,) in cursor.fetchall()]
+        return dict(cursor.fetchall())
 
 
 @pytest.mark.parametrize("conn_max_age", [300, 0])
@@ -130,6 +130,11 @@ def test_a_worker_keeps_its_database_connection_between_tasks_for_conn_max_age(
     postgresql_only()
     settings.GAGAR_GRADING_CHUNK = 2
     batch = make_batch(tmp_path, "c", 6)
+    earlier = set(other_sessions())  # left by earlier tests' threads or processes, not this worker's
+
+    def worker_sessions():
+        return [started for pid, started in other_sessions().items() if pid not in earlier]
+
     workers({**redis_broker, "DB_CONN_MAX_AGE": str(conn_max_age)}, concurrency=1)
     launch = grading_launch(batch=batch, grader="heuristic")
     wait_until(finished(launch.run), timeout=30)
