@@ -9,11 +9,11 @@ from django.views.decorators.vary import vary_on_headers
 
 from grading.diffs import MARKER_LABELS, interdiff
 from webapp import selectors
-from webapp.models import Group, Trajectory
+from webapp.models import Group
 from webapp.review import diffview, groupview, matrix
 from webapp.review.annotation import RankingPage
 from webapp.review.markdown import render_markdown
-from webapp.views.access import reader_required
+from webapp.views.access import query_int, reader_required, trajectory_or_404
 from webapp.views.annotation_forms import RankingInput
 from webapp.views.filters import GroupFilterForm
 
@@ -96,29 +96,18 @@ def group_interdiff(request, pk):
     return render(request, "groups/interdiff.html", context)
 
 
-def _int(value, default):
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError):
-        return default
-
-
-def _trajectory(pk):
-    return get_object_or_404(Trajectory.objects.select_related("group", "batch").defer("patch"), pk=pk)
-
-
 @require_GET
 @reader_required
 @vary_on_headers("HX-Request")
 def patch_file(request, pk):
     """Rows of one file of a trajectory's patch from `start`: what the group page left out."""
-    trajectory = _trajectory(pk)
+    trajectory = trajectory_or_404(pk)
     view = groupview.load_views([trajectory])[trajectory.pk]
     path = request.GET.get("path", "")
     fv = view.files.get(path)
     if fv is None:
         raise Http404("no such file in this patch")
-    start, count = _int(request.GET.get("start"), 0), _int(request.GET.get("count"), diffview.PAGE_LINES)
+    start, count = query_int(request.GET.get("start"), 0), query_int(request.GET.get("count"), diffview.PAGE_LINES)
     html, next_start = diffview.file_rows(fv.diff, start, min(count, diffview.PAGE_LINES) or 1)
     context = {"trajectory": trajectory, "group": trajectory.group, "file": fv, "path": path,
                "html": html, "start": start, "next_start": next_start}

@@ -1,25 +1,13 @@
 """Transcripts, loaded on demand: a page of turns, and the whole of one long part."""
 
 from django.http import Http404
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from webapp import selectors
-from webapp.models import Trajectory
 from webapp.review import transcripts
-from webapp.views.access import reader_required
-
-
-def _int(value, default=0):
-    try:
-        return max(0, int(value))
-    except (TypeError, ValueError):
-        return default
-
-
-def _trajectory(pk):
-    return get_object_or_404(Trajectory.objects.select_related("group", "batch").defer("patch"), pk=pk)
+from webapp.views.access import query_int, reader_required, trajectory_or_404
 
 
 def _page(pk, start, query):
@@ -35,9 +23,9 @@ def _page(pk, start, query):
 @reader_required
 @vary_on_headers("HX-Request")
 def transcript(request, pk):
-    trajectory = _trajectory(pk)
+    trajectory = trajectory_or_404(pk)
     query = request.GET.get("q", "").strip()[:200]
-    start = _int(request.GET.get("start"))
+    start = query_int(request.GET.get("start"))
     page = _page(pk, start, query)
     context = {"trajectory": trajectory, "group": trajectory.group, "page": page, "q": query, "start": start}
     if request.htmx and not request.htmx.history_restore_request:
@@ -56,12 +44,12 @@ def transcript(request, pk):
 @reader_required
 @vary_on_headers("HX-Request")
 def transcript_part(request, pk, index, part):
-    trajectory = _trajectory(pk)
+    trajectory = trajectory_or_404(pk)
     found = selectors.transcript_slice(pk, index, index + 1)
     if not found or not found[1]:
         raise Http404("no such turn")
     query = request.GET.get("q", "").strip()[:200]
-    offset = _int(request.GET.get("offset"))
+    offset = query_int(request.GET.get("offset"))
     chunk = transcripts.part_chunk(found[1][0], part, offset, query)
     if chunk is None:
         raise Http404("no such part")
