@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import orjson
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 BENCH_DB = "gagar_bench"
@@ -70,7 +72,8 @@ def time_import(path: Path, batch: str) -> float:
 
 
 def time_raw_copy(path: Path) -> float:
-    """The floor: parse each line and COPY its fields into a plain table."""
+    """The floor: parse each line (with orjson, as the import does) and COPY its fields
+    into a plain table with no index, constraint or check."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -84,9 +87,9 @@ def time_raw_copy(path: Path) -> float:
                     " FROM STDIN")
         with cursor.cursor.copy(copy_sql) as copy:
             for line in f:
-                r = json.loads(line)
+                r = orjson.loads(line)
                 copy.write_row((r["group_id"], r["trajectory_id"], r["reward"], r["reward"] >= 1.0,
-                                r["patch"], json.dumps(r["metrics"]), "{}"))
+                                r["patch"], orjson.dumps(r["metrics"]).decode(), "{}"))
     return time.perf_counter() - started
 
 
@@ -103,6 +106,10 @@ def child_peak_rss(path: Path, database_url: str) -> int:
         check=True, capture_output=True, text=True,
     ).stdout
     return int(out.strip().splitlines()[-1])
+
+
+def _seconds(values: list[float]) -> str:
+    return "(" + ", ".join(f"{v:.2f}" for v in values) + ")"
 
 
 def main() -> None:
@@ -123,13 +130,21 @@ def main() -> None:
         write_rollouts(full, args.rows)
         write_rollouts(quarter, args.rows // 4)
         size_mb = full.stat().st_size / 1e6
-        imports = [time_import(full, f"bench-{i}") for i in range(args.repeat)]
-        copies = [time_raw_copy(full) for _ in range(args.repeat)]
+        # Interleaved, each import next to its COPY: this machine's speed drifts by
+        # tens of percent within minutes, and the ratio of a pair cancels that out.
+        imports, copies = [], []
+        for i in range(args.repeat):
+            imports.append(time_import(full, f"bench-{i}"))
+            copies.append(time_raw_copy(full))
         ours, floor = statistics.median(imports), statistics.median(copies)
+        ratios = [c / t for t, c in zip(imports, copies, strict=True)]
         print(f"rows: {args.rows:,} in groups of 16, file {size_mb:.0f} MB")
-        print(f"import_rollouts: {ours:.2f} s median of {args.repeat}, {args.rows / ours:,.0f} rows/s")
-        print(f"raw COPY:        {floor:.2f} s median of {args.repeat}, {args.rows / floor:,.0f} rows/s")
-        print(f"ratio (import / raw COPY throughput): {floor / ours:.2f}  (target >= 0.3)")
+        print(f"import_rollouts: {ours:.2f} s median of {_seconds(imports)}, "
+              f"{args.rows / ours:,.0f} rows/s")
+        print(f"raw COPY:        {floor:.2f} s median of {_seconds(copies)}, "
+              f"{args.rows / floor:,.0f} rows/s")
+        print(f"ratio (import / raw COPY throughput): {statistics.median(ratios):.2f} median of "
+              f"the pairs {_seconds(ratios)}  (target >= 0.3)")
         rss_quarter = child_peak_rss(quarter, database_url)
         rss_full = child_peak_rss(full, database_url)
         print(f"peak RSS: {rss_quarter / 1024:.0f} MiB for {args.rows // 4:,} rows, "

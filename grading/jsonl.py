@@ -17,11 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+import orjson
 import zstandard
 
 _CHUNK = 64 * 1024
 _MAGIC = {"gzip": b"\x1f\x8b", "zstd": b"\x28\xb5\x2f\xfd"}
 _SUFFIX = {"gzip": ".gz", "zstd": ".zst"}
+# orjson reads an integer beyond 64 bits as a float: a line with a float that large
+# (rare either way) is read again by json, which keeps such integers exact.
+_HUGE = 2.0**63
 
 
 class ErrorLog:
@@ -224,6 +228,15 @@ class _Decoder:
     def decode(self, data: bytes | bytearray, *, first: bool) -> Any:
         """The parsed value, or a string saying why the line is not JSON."""
         self.saw_constant = False
+        try:  # orjson takes strict UTF-8 JSON without NaN: most lines, 3x faster
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError:  # the slow path below says why, or takes the line
+            pass
+        else:
+            if not isinstance(value, dict):
+                return f"must be a JSON object, got {json_kind(value)}"
+            if not _has_huge_float(value):
+                return value
         try:
             text = data.decode("utf-8-sig" if first else "utf-8")
         except UnicodeDecodeError as exc:
@@ -239,6 +252,30 @@ class _Decoder:
         if not isinstance(value, dict):
             return f"must be a JSON object, got {json_kind(value)}"
         return value
+
+
+def _has_huge_float(value: dict) -> bool:
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, float) and abs(item) >= _HUGE:
+            return True
+    return False
+
+
+def json_bytes(value: Any, *, sort_keys: bool = False) -> bytes:
+    """Compact UTF-8 JSON of a value read by ``read_json_lines``; ValueError if it has
+    no JSON form (an unpaired surrogate). NaN and Infinity come out as null: callers
+    reject them first, from the ``suspicious`` flag."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else 0)
+    except orjson.JSONEncodeError:  # integers beyond 64 bits, surrogates: json says which
+        text = json.dumps(value, ensure_ascii=False, sort_keys=sort_keys, separators=(",", ":"))
+        return text.encode("utf-8")  # UnicodeEncodeError (a ValueError) on a surrogate
 
 
 def json_kind(value: Any) -> str:

@@ -9,7 +9,6 @@ Memory stays bounded by the longest accepted line plus one entry per trajectory 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grading.jsonl import ErrorLog, json_kind, read_json_lines
+from grading.jsonl import ErrorLog, json_bytes, json_kind, read_json_lines
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
 MAX_ID_CHARS = 512
@@ -219,11 +218,8 @@ class _Check:
     def digest(self, content: dict) -> str | None:
         """sha256 of canonical JSON; None (reported later) if some value has no JSON form."""
         try:
-            text = json.dumps(
-                content, ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
-            )
-            return hashlib.sha256(text.encode("utf-8")).hexdigest()
-        except ValueError:  # NaN or Infinity, or an unpaired surrogate (UnicodeEncodeError)
+            return hashlib.sha256(json_bytes(content, sort_keys=True)).hexdigest()
+        except ValueError:  # an unpaired surrogate (UnicodeEncodeError)
             self.unencodable = True
             return None
 

@@ -44,7 +44,8 @@ class Group(models.Model):
         ALL_FAIL = "all_fail", "all fail"
         SINGLETON = "singleton"
 
-    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="groups")
+    # Indexed by the unique (batch, group_id) constraint; no index of its own.
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="groups", db_index=False)
     group_id = models.CharField(max_length=512)
     task_id = models.CharField(max_length=512, blank=True)
     statement = models.TextField(blank=True)
@@ -71,8 +72,17 @@ class Group(models.Model):
 
 
 class Trajectory(models.Model):
-    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="+")
-    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="trajectories")
+    # Both indexed as leading columns of the (batch, group) index and the unique
+    # (group, trajectory_id) constraint: an index each of their own would only slow imports.
+    # `batch` repeats the group's batch so listings need no join; the group's foreign
+    # key already ties the row to a real batch, so `batch` has no database constraint
+    # (a second check per imported row).
+    batch = models.ForeignKey(
+        Batch, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    group = models.ForeignKey(
+        Group, on_delete=models.CASCADE, related_name="trajectories", db_index=False
+    )
     trajectory_id = models.CharField(max_length=512)
     reward = models.FloatField()
     passed = models.BooleanField()

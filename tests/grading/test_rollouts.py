@@ -12,6 +12,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grading.jsonl import _Decoder, json_bytes
 from grading.rollouts import (
     MAX_LINE_BYTES,
     ErrorLog,
@@ -972,3 +973,38 @@ def test_it_rejects_a_nul_character_the_database_cannot_store(tmp_path):
     errors = ErrorLog()
     assert list(read_rollouts([path], errors=errors)) == []
     assert errors.messages == [f"{path}:1: patch: contains a NUL character (\\u0000), which the database cannot store"]
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(value=_JSON_VALUES, ascii_only=st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_lines_parse_exactly_as_the_json_module_reads_them(value, ascii_only):
+    # The fast parser (orjson) must agree with json on every value: big integers,
+    # float digits, escapes, surrogates; where it can't, the line takes json's path.
+    text = json.dumps({"v": value}, ensure_ascii=ascii_only)
+    got = _Decoder().decode(text.encode("utf-8", "surrogatepass"), first=False)
+    expected = json.loads(text)
+    if isinstance(got, str):  # only bytes that are not UTF-8 (a surrogate written raw)
+        assert not ascii_only and "not valid UTF-8" in got
+    else:
+        assert json.dumps(got) == json.dumps(expected)
+
+
+@given(value=_JSON_VALUES)
+@settings(max_examples=300, deadline=None)
+def test_json_bytes_writes_what_json_reads_back(value):
+    try:
+        written = json_bytes({"v": value}, sort_keys=True)
+    except ValueError:  # an unpaired surrogate has no UTF-8 form
+        with pytest.raises(UnicodeEncodeError):
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return
+    # Same value back (float digits may be written differently: 1e-8 or 1e-08).
+    assert json.dumps(json.loads(written), sort_keys=True) == json.dumps({"v": value}, sort_keys=True)

@@ -1,4 +1,5 @@
 import json
+import threading
 
 import pytest
 from django.core.management import call_command
@@ -6,6 +7,7 @@ from django.core.management.base import CommandError
 
 from tests.factories import SAMPLE_ROLLOUTS, group, rollout, write_jsonl
 from webapp.models import Batch, Group, Trajectory, Transcript
+from webapp.services.imports import _in_background, batch_import
 
 pytestmark = pytest.mark.django_db
 
@@ -115,3 +117,54 @@ def test_transcripts_are_stored_apart_from_trajectories(tmp_path):
 def test_a_missing_batch_name_is_an_error(tmp_path):
     with pytest.raises(CommandError, match="batch name is required"):
         import_rollouts(write_jsonl(tmp_path / "r.jsonl", group("g", [1])), batch="  ")
+
+
+def test_a_large_import_reports_progress_and_stores_every_row_once(tmp_path):
+    records = [r for g in range(700) for r in group(f"g{g}", [1, 0, 0])]  # 2,100: two chunks
+    seen = []
+    result = batch_import(paths=[write_jsonl(tmp_path / "r.jsonl", records)], batch_name="big",
+                          on_progress=seen.append)
+    assert seen == [2000, 2100]
+    assert (result.new_groups, result.new_trajectories) == (700, 2100)
+    assert Trajectory.objects.count() == 2100
+    assert Group.objects.filter(n_trajectories=3, n_passed=1, label="mixed").count() == 700
+
+
+def test_the_background_reader_yields_everything_in_order_and_passes_errors_on():
+    assert list(_in_background(iter(range(100)))) == list(range(100))
+
+    def failing():
+        yield 1
+        raise ValueError("bad read")
+
+    got = []
+    with pytest.raises(ValueError, match="bad read"):
+        for item in _in_background(failing()):
+            got.append(item)
+    assert got == [1]
+
+
+def test_the_background_reader_stops_when_the_caller_stops():
+    produced = []
+
+    def endless():
+        while True:
+            produced.append(len(produced))
+            yield produced[-1]
+
+    reader = _in_background(endless(), depth=2)
+    assert next(reader) == 0
+    reader.close()  # the caller fails or stops early: the thread is joined
+    assert all(t.name != "import-reader" for t in threading.enumerate())
+    assert len(produced) <= 5  # the item taken, the queue's two, one put while draining, one more
+
+
+def test_values_beyond_64_bits_and_non_ascii_text_are_stored_as_given(tmp_path):
+    # orjson, the fast path, takes neither integers beyond 64 bits nor writes them.
+    big = rollout(meta={"seed": 2**70, "note": "naïve ✓"})
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(big, ensure_ascii=False) + "\n", encoding="utf-8")
+    import_rollouts(path)
+    assert Trajectory.objects.get().meta == {"seed": 2**70, "note": "naïve ✓"}
+    import_rollouts(path)  # the same content hashes the same: a no-op
+    assert Trajectory.objects.count() == 1

@@ -6,9 +6,13 @@ whole import back. Re-importing identical content is a no-op; different
 content for an existing trajectory is an error.
 """
 
-from collections.abc import Callable, Iterable
+import contextlib
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from django.db import transaction
@@ -19,6 +23,7 @@ from webapp.models import Batch, Group, Trajectory, Transcript
 from webapp.services.bulk import insert_rows
 
 CHUNK_SIZE = 2000
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -63,13 +68,15 @@ def batch_import(
                 f"batch {batch_name!r} was imported with pass threshold {batch.pass_threshold}",
             )
             raise RolloutFormatError(errors)
-        writer = _BatchWriter(batch, errors)
-        rollouts = read_rollouts(paths, errors=errors, pass_threshold=pass_threshold)
-        for count, rollout in enumerate(rollouts, start=1):
-            writer.add(rollout)
-            if on_progress and count % CHUNK_SIZE == 0:
+        sorter = _Sorter(batch, errors)
+        writer = _BatchWriter(batch, sorter.existing_groups)
+        chunks = sorter.new_chunks(read_rollouts(paths, errors=errors, pass_threshold=pass_threshold))
+        # Files are read and checked in a thread, so that reading goes on while the
+        # database stores the previous chunk (waiting on it releases the GIL).
+        for count, chunk in _in_background(chunks):
+            writer.write(chunk)
+            if on_progress:
                 on_progress(count)
-        writer.flush()
         if errors:
             transaction.set_rollback(True)
             raise RolloutFormatError(errors)
@@ -82,60 +89,77 @@ def batch_import(
         created=created,
         new_groups=writer.new_groups,
         new_trajectories=writer.new_trajectories,
-        unchanged_trajectories=writer.unchanged,
+        unchanged_trajectories=sorter.unchanged,
     )
 
 
-class _BatchWriter:
-    """Buffers rollouts and writes them in chunks, checking them against the batch."""
+class _Sorter:
+    """Sorts rollouts against what the batch holds: unchanged, conflicting (an error), or
+    new. Reads the database only when created, so it can run in another thread."""
 
     def __init__(self, batch: Batch, errors: ErrorLog):
-        self.batch = batch
+        self.batch_name = batch.name
         self.errors = errors
-        self.buffer: list[Rollout] = []
-        self.group_pks: dict[str, int] = dict(
+        self.existing_groups: dict[str, int] = dict(
             Group.objects.filter(batch=batch).values_list("group_id", "pk")
         )
-        self.existing_groups = set(self.group_pks)
         self.existing_hashes: dict[tuple[str, str], str] = {
             (g, t): h
             for g, t, h in Trajectory.objects.filter(batch=batch).values_list(
                 "group__group_id", "trajectory_id", "content_hash"
             )
         }
+        self.unchanged = 0
+
+    def new_chunks(self, rollouts: Iterable[Rollout]) -> Iterator[tuple[int, list[Rollout]]]:
+        """(rollouts read so far, the new ones among them since the last chunk), every
+        CHUNK_SIZE rollouts read. After the first error nothing more is new: the import is
+        lost, and the files are read on only to report every error."""
+        count, new = 0, []
+        for count, rollout in enumerate(rollouts, start=1):
+            if self._is_new(rollout) and not self.errors:
+                new.append(rollout)
+            if count % CHUNK_SIZE == 0:
+                yield count, new
+                new = []
+        if new or count % CHUNK_SIZE:
+            yield count, new
+
+    def _is_new(self, rollout: Rollout) -> bool:
+        known = self.existing_hashes.get((rollout.group_id, rollout.trajectory_id))
+        if known is not None:
+            if known == rollout.content_hash:
+                self.unchanged += 1
+            else:
+                self._error(rollout, "trajectory_id", "conflicts with the content already imported "
+                            f"into batch {self.batch_name!r} for this trajectory")
+            return False
+        if rollout.group_id in self.existing_groups:
+            self._error(rollout, "group_id", f"group already imported into batch "
+                        f"{self.batch_name!r}; its trajectories cannot change")
+            return False
+        return True
+
+    def _error(self, rollout: Rollout, field: str, reason: str) -> None:
+        self.errors.add(rollout.source, rollout.line, field, reason)
+
+
+class _BatchWriter:
+    """Writes chunks of new rollouts: their groups first, then trajectories and transcripts."""
+
+    def __init__(self, batch: Batch, group_pks: dict[str, int]):
+        self.batch = batch
+        self.group_pks = dict(group_pks)
         self.groups_with_task: set[str] = set(
             Group.objects.filter(batch=batch).exclude(task_id="").values_list("group_id", flat=True)
         )
         self.touched_group_pks: set[int] = set()
         self.new_groups = 0
         self.new_trajectories = 0
-        self.unchanged = 0
 
-    def add(self, rollout: Rollout) -> None:
-        key = (rollout.group_id, rollout.trajectory_id)
-        known = self.existing_hashes.get(key)
-        if known is not None:
-            if known == rollout.content_hash:
-                self.unchanged += 1
-            else:
-                self._error(rollout, "trajectory_id", "conflicts with the content already imported "
-                            f"into batch {self.batch.name!r} for this trajectory")
+    def write(self, rollouts: list[Rollout]) -> None:
+        if not rollouts:
             return
-        if rollout.group_id in self.existing_groups:
-            self._error(rollout, "group_id", f"group already imported into batch "
-                        f"{self.batch.name!r}; its trajectories cannot change")
-            return
-        if self.errors:
-            return  # the import is already lost; keep parsing only to report every error
-        self.buffer.append(rollout)
-        if len(self.buffer) >= CHUNK_SIZE:
-            self.flush()
-
-    def flush(self) -> None:
-        if not self.buffer or self.errors:
-            self.buffer = []
-            return
-        rollouts, self.buffer = self.buffer, []
         self._create_groups(rollouts)
         self._set_late_tasks(rollouts)
         batch_pk = self.batch.pk
@@ -169,14 +193,16 @@ class _BatchWriter:
         self.touched_group_pks.update(self.group_pks[r.group_id] for r in rollouts)
 
     def _create_groups(self, rollouts: list[Rollout]) -> None:
-        new: dict[str, Group] = {}
+        new: dict[str, dict] = {}
         for r in rollouts:
             if r.group_id not in self.group_pks and r.group_id not in new:
-                new[r.group_id] = Group(batch=self.batch, group_id=r.group_id, **_task_fields(r))
+                # Counts and label are set once the import is complete (_refresh_counts).
+                new[r.group_id] = {"batch_id": self.batch.pk, "group_id": r.group_id,
+                                   **_task_fields(r), "label": Group.Label.SINGLETON,
+                                   "n_trajectories": 0, "n_passed": 0, "pass_rate": 0.0}
                 if r.task is not None:
                     self.groups_with_task.add(r.group_id)
-        for group in Group.objects.bulk_create(new.values()):
-            self.group_pks[group.group_id] = group.pk
+        self.group_pks.update(zip(new, insert_rows(Group, list(new.values())), strict=True))
         self.new_groups += len(new)
 
     def _set_late_tasks(self, rollouts: list[Rollout]) -> None:
@@ -186,14 +212,50 @@ class _BatchWriter:
                 Group.objects.filter(pk=self.group_pks[r.group_id]).update(**_task_fields(r))
                 self.groups_with_task.add(r.group_id)
 
-    def _error(self, rollout: Rollout, field: str, reason: str) -> None:
-        self.errors.add(rollout.source, rollout.line, field, reason)
+
+def _in_background(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """Yield what `items` yields, computed in a thread at most `depth` items ahead.
+
+    An exception in the thread is raised here; when the caller stops early (or
+    fails), the thread is told to stop and joined before this returns.
+    """
+    ready: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                ready.put((item, None))
+            ready.put((end, None))
+        except BaseException as exc:  # handed over to the caller's thread
+            ready.put((end, exc))
+
+    thread = threading.Thread(target=produce, name="import-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, exc = ready.get()
+            if exc is not None:
+                raise exc
+            if item is end:
+                return
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # unblock a put() waiting on a full queue
+            with contextlib.suppress(queue.Empty):
+                ready.get(timeout=0.05)
+        thread.join()
 
 
 def _task_fields(rollout: Rollout) -> dict:
     task = rollout.task
     if task is None:
-        return {"task_id": "", "statement": ""}
+        return {"task_id": "", "statement": "", "repo": "", "base_commit": "",
+                "reference_patch": None, "task_extra": {}}
     return {
         "task_id": task.id,
         "statement": task.statement,
