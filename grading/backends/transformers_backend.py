@@ -39,7 +39,8 @@ class TransformersBackend(Backend):
         if threads:
             torch.set_num_threads(threads)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        loaded = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
+        loaded = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype,
+                                                      attn_implementation=_register_attention())
         self._setup(loaded.to(device), tokenizer, model_id or path.name, max_batch,
                     prefix_cache_tokens)
 
@@ -55,6 +56,8 @@ class TransformersBackend(Backend):
                prefix_cache_tokens: int) -> None:
         import xgrammar
 
+        if model.config._attn_implementation == "sdpa":
+            model.set_attn_implementation(_register_attention())
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -73,6 +76,12 @@ class TransformersBackend(Backend):
         self._prefixes = _PrefixStore(prefix_cache_tokens)
         self._lock = threading.Lock()
 
+    def reset_prefix_cache(self) -> None:
+        """Forget every kept prompt prefix (as vLLM's `LLM.reset_prefix_cache`): benchmarks
+        start each measured run cold."""
+        with self._lock:
+            self._prefixes = _PrefixStore(self._prefixes.max_tokens)
+
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -84,7 +93,8 @@ class TransformersBackend(Backend):
                                                     add_generation_prompt=True)
                  for c in conversations]
         results: list[Reply | GraderError | None] = [None] * len(texts)
-        lengths = [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        prompts = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        lengths = [len(ids) for ids in prompts]
         limit = self.max_context or float("inf")
         for i, length in enumerate(lengths):
             if length + sampling.max_new_tokens > limit:
@@ -98,7 +108,7 @@ class TransformersBackend(Backend):
             for start in range(0, len(order), self.max_batch):
                 chunk = order[start:start + self.max_batch]
                 try:
-                    replies = self._generate([texts[i] for i in chunk],
+                    replies = self._generate([prompts[i] for i in chunk],
                                              [self._grammar(schemas[i]) for i in chunk], sampling)
                 except Exception as error:  # noqa: BLE001 - one bad batch must not stop the rest
                     replies = [_error(error)] * len(chunk)
@@ -112,13 +122,13 @@ class TransformersBackend(Backend):
             self._grammars[key] = self._compiler.compile_json_schema(key, any_whitespace=False)
         return self._grammars[key]
 
-    def _generate(self, texts: list[str], grammars: list, sampling: Sampling) -> list:
+    def _generate(self, prompts: list[list[int]], grammars: list, sampling: Sampling) -> list:
         import torch
         from transformers import GenerationConfig, LogitsProcessorList
         from xgrammar.contrib.hf import LogitsProcessor
 
-        batch = self.tokenizer(texts, return_tensors="pt", padding=True,
-                               add_special_tokens=False).to(self.model.device)
+        batch = self.tokenizer.pad({"input_ids": prompts}, padding=True,
+                                   return_tensors="pt").to(self.model.device)
         prompt_tokens = batch["attention_mask"].sum(dim=1).tolist()
         width = batch["input_ids"].shape[1]
         cache = self._prefill(batch["input_ids"], prompt_tokens, width + sampling.max_new_tokens)
@@ -226,6 +236,37 @@ class _PrefixStore:
     def _drop(self, key: int) -> None:
         stored, _ = self.entries.pop(key)
         self.tokens -= len(stored)
+
+
+ATTENTION = "gagar_sdpa"
+
+
+def _register_attention() -> str:
+    """Register transformers' SDPA attention restricted to the cache slots in use, as
+    ATTENTION, and return that name.
+
+    A static cache holds the prompt and room for every new token, and SDPA reads all
+    of it at every step, the empty slots masked. Decoding reads the cache once per
+    token, so those slots (max_new_tokens of them per row) cost as much as the filled
+    ones; cutting the cache at the last slot any row may attend to removes them and
+    changes no result: they are masked out.
+    """
+    import torch
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    def attention(module, query, key, value, attention_mask, **kwargs):
+        if attention_mask is not None and attention_mask.dtype == torch.bool:
+            # The last query of each row sees the most slots (the mask is causal).
+            allowed = attention_mask[:, :, -1].flatten(0, 1).any(dim=0).nonzero()
+            used = int(allowed[-1]) + 1 if len(allowed) else 1
+            key, value, attention_mask = key[:, :, :used], value[:, :, :used], attention_mask[..., :used]
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+    AttentionInterface.register(ATTENTION, attention)
+    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
+    return ATTENTION
 
 
 def _error(error: Exception) -> GraderError:
