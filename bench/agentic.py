@@ -7,12 +7,14 @@ submission back, so every run takes exactly --turns turns; with greedy decoding 
 default) both modes also generate the same tokens: the same work, once as one batched
 generate call per turn over all groups, once group by group. Target: lockstep >= 3x.
 
-On CPU the batch amortises the per-token overhead of decoding (about 1.3 ms a step at
-batch 1), but not prefill, whose attention compute is the same row by row or batched;
-the ratio therefore falls as tool outputs (and so prefill) grow. bench/gpu_grader.py
-measures the same loop on a GPU.
+On CPU the batch amortises the fixed cost of a decode step (about 1.3 ms at batch 1),
+but not prefill, whose attention compute is the same row by row or batched; the ratio
+therefore falls as tool outputs (and so prefill) grow. Both modes start with an empty
+prefix cache and alternate, in --pairs pairs; the ratio is the median over the pairs.
+Torch uses every core by default: a batch's attention spreads over them, a single
+row's decode step hardly does. bench/gpu_grader.py measures the same loop on a GPU.
 
-Run: .venv/bin/python bench/agentic.py [--groups 32] [--turns 4] [--threads 1] [--pairs 3]
+Run: .venv/bin/python bench/agentic.py [--groups 32] [--turns 4] [--threads N] [--pairs 3]
 """
 
 import argparse
@@ -76,8 +78,8 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=32)
     parser.add_argument("--trajectories", type=int, default=6)
     parser.add_argument("--turns", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (1: steady on a shared 2-core machine)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="torch threads (default: every core of the machine)")
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--output-chars", type=int, default=2000, help="tool output cap")
     parser.add_argument("--rationale-chars", type=int, default=120)
@@ -95,7 +97,7 @@ def main() -> None:
         grader.rank_many(groups[:2])  # warm up: first-call costs, grammar compilation
         print(f"{args.groups} groups x {args.trajectories} trajectories, {args.turns} turns, "
               f"tool outputs <= {args.output_chars} chars, tiny model on CPU "
-              f"({args.threads} thread), grader {grader.version}")
+              f"({args.threads} threads), grader {grader.version}")
         # Each mode starts with no cached prompt prefix (or the second would reuse the
         # first's), and the modes alternate, the ratio taken per pair: this machine's
         # speed drifts by tens of percent within minutes.
