@@ -25,19 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 
+from grading.actions import action_char_bound, action_schema, submission_schema
 from grading.agreement import kendall_tau, positions
 from grading.backends import Backend, Reply, Sampling, load_backend
 from grading.graders.base import Grade, Grader, GraderError, GroupView, InvalidRanking
-from grading.workspace import (
-    DEFAULT_MAX_TURNS,
-    SUBMIT,
-    SYSTEM_PROMPT,
-    Caps,
-    Workspace,
-    action_char_bound,
-    action_schema,
-    submission_schema,
-)
+from grading.workspace import DEFAULT_MAX_TURNS, SUBMIT, SYSTEM_PROMPT, Caps, Workspace
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from grading.actions import action_schema, submission_schema
 from grading.backends import Backend, Reply, Sampling, load_backend
 from grading.graders.agentic import (
     AgenticGrader,
@@ -25,7 +26,7 @@ from grading.graders.agentic import (
 from grading.graders.base import Grade, GraderError, load_grader
 from grading.profiles import ProfileError, build_grader, load_profiles
 from grading.tiny_model import build_tiny_model
-from grading.workspace import Caps, Workspace, action_schema, submission_schema
+from grading.workspace import Caps, Workspace
 from tests.grading import agentic_fixtures as fx
 from tests.grading.agentic_fixtures import make_group
 

@@ -4,20 +4,17 @@ import json
 
 import pytest
 
+from grading.actions import action_char_bound, action_schema, submission_schema, weak_orders
 from grading.graders.agentic import schema_errors
 from grading.graders.base import FLAGS, InvalidRanking
 from grading.workspace import (
     SUBMIT,
     Caps,
     Workspace,
-    action_char_bound,
-    action_schema,
     cap,
     make_labels,
     render_prompt,
     render_submission,
-    submission_schema,
-    weak_orders,
 )
 from tests.grading.agentic_fixtures import make_group, patch
 
@@ -244,3 +241,12 @@ def test_the_char_bound_covers_the_longest_submission():
                "flags": {lab: sorted(FLAGS, key=len)[-3:] for lab in workspace.labels}}
     assert schema_errors(longest, submission_schema(workspace, 30)) == []
     assert len(json.dumps(longest)) == action_char_bound(workspace, 30, submit_only=True)
+
+
+def test_actions_doctests_run():
+    import doctest
+
+    from grading import actions
+
+    result = doctest.testmod(actions)
+    assert result.attempted and not result.failed
