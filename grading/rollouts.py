@@ -9,6 +9,7 @@ Memory stays bounded by the longest accepted line plus one entry per trajectory 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -55,6 +56,30 @@ class Rollout:
     source: str
     line: int
     content_hash: str
+
+
+def content_of(rollout: Rollout) -> dict:
+    """What a rollout's ``content_hash`` covers: every field read from its line."""
+    task = rollout.task
+    return {
+        "group_id": rollout.group_id, "trajectory_id": rollout.trajectory_id,
+        "reward": rollout.reward, "passed": rollout.passed, "patch": rollout.patch,
+        "messages": rollout.messages, "tests": rollout.tests, "metrics": rollout.metrics,
+        "meta": rollout.meta, "task": None if task is None else _task_content(task),
+    }
+
+
+def legacy_content_hash(rollout: Rollout) -> str:
+    """The content hash as imports wrote it before they used orjson: the `json` module
+    spells some floats differently (1e-08, not 1e-8), so a trajectory imported then has
+    this hash, and re-importing it must still find it unchanged."""
+    text = json.dumps(content_of(rollout), ensure_ascii=False, sort_keys=True,
+                      separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _task_content(task: TaskInfo) -> dict:
+    return {**task.extra, **{key: getattr(task, key) for key in _TASK_KEYS}}
 
 
 class RolloutFormatError(Exception):
@@ -187,7 +212,7 @@ class _Check:
             self.bad("passed", f"must be true or false, got {json_kind(passed)}")
         task, task_content = self.task(), None
         if task is not None:
-            task_content = {**task.extra, **{key: getattr(task, key) for key in _TASK_KEYS}}
+            task_content = _task_content(task)
             self.task_digest = self.digest(task_content)
         messages = self.messages()
         tests = self.tests()

@@ -1,4 +1,5 @@
 import gzip
+import hashlib
 import io
 import json
 import pickle
@@ -19,9 +20,11 @@ from grading.rollouts import (
     Rollout,
     RolloutFormatError,
     TaskInfo,
+    content_of,
     load_rollouts,
     read_rollouts,
 )
+from tests.grading.agentic_fixtures import SAMPLE
 
 TASK = {
     "id": "django-11099",
@@ -1008,3 +1011,8 @@ def test_json_bytes_writes_what_json_reads_back(value):
         return
     # Same value back (float digits may be written differently: 1e-8 or 1e-08).
     assert json.dumps(json.loads(written), sort_keys=True) == json.dumps({"v": value}, sort_keys=True)
+
+
+def test_the_content_hash_covers_exactly_content_of():
+    for r in load_rollouts([SAMPLE]):
+        assert hashlib.sha256(json_bytes(content_of(r), sort_keys=True)).hexdigest() == r.content_hash

@@ -5,6 +5,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from grading.rollouts import legacy_content_hash, load_rollouts
 from tests.factories import SAMPLE_ROLLOUTS, group, rollout, write_jsonl
 from webapp.models import Batch, Group, Trajectory, Transcript
 from webapp.services.imports import _in_background, batch_import
@@ -168,3 +169,14 @@ def test_values_beyond_64_bits_and_non_ascii_text_are_stored_as_given(tmp_path):
     assert Trajectory.objects.get().meta == {"seed": 2**70, "note": "naïve ✓"}
     import_rollouts(path)  # the same content hashes the same: a no-op
     assert Trajectory.objects.count() == 1
+
+
+def test_a_batch_hashed_before_orjson_still_reimports_as_unchanged(tmp_path, capsys):
+    # The json module writes 1.5e-05 where orjson writes 1.5e-5: the hashes differ.
+    path = write_jsonl(tmp_path / "r.jsonl", [rollout(metrics={"cost_usd": 1.5e-05})])
+    import_rollouts(path)
+    (old,) = load_rollouts([path])
+    assert legacy_content_hash(old) != old.content_hash
+    Trajectory.objects.update(content_hash=legacy_content_hash(old))  # as imported before
+    import_rollouts(path)
+    assert "nothing new, 1 trajectories already imported" in capsys.readouterr().out

@@ -18,7 +18,13 @@ import numpy as np
 from django.db import transaction
 
 from grading.advantages import LABELS, group_labels
-from grading.rollouts import ErrorLog, Rollout, RolloutFormatError, read_rollouts
+from grading.rollouts import (
+    ErrorLog,
+    Rollout,
+    RolloutFormatError,
+    legacy_content_hash,
+    read_rollouts,
+)
 from webapp.models import Batch, Group, Trajectory, Transcript
 from webapp.services.bulk import insert_rows
 
@@ -128,7 +134,7 @@ class _Sorter:
     def _is_new(self, rollout: Rollout) -> bool:
         known = self.existing_hashes.get((rollout.group_id, rollout.trajectory_id))
         if known is not None:
-            if known == rollout.content_hash:
+            if known == rollout.content_hash or known == legacy_content_hash(rollout):
                 self.unchanged += 1
             else:
                 self._error(rollout, "trajectory_id", "conflicts with the content already imported "
