@@ -58,15 +58,16 @@ class Rollout:
     content_hash: str
 
 
+# The fields read from a rollout's line, besides its task: what its content hash covers.
+_CONTENT_FIELDS = ("group_id", "trajectory_id", "reward", "passed", "patch", "messages",
+                   "tests", "metrics", "meta")
+
+
 def content_of(rollout: Rollout) -> dict:
     """What a rollout's ``content_hash`` covers: every field read from its line."""
     task = rollout.task
-    return {
-        "group_id": rollout.group_id, "trajectory_id": rollout.trajectory_id,
-        "reward": rollout.reward, "passed": rollout.passed, "patch": rollout.patch,
-        "messages": rollout.messages, "tests": rollout.tests, "metrics": rollout.metrics,
-        "meta": rollout.meta, "task": None if task is None else _task_content(task),
-    }
+    return {**{name: getattr(rollout, name) for name in _CONTENT_FIELDS},
+            "task": None if task is None else _task_content(task)}
 
 
 def legacy_content_hash(rollout: Rollout) -> str:

@@ -39,8 +39,7 @@ class TransformersBackend(Backend):
         if threads:
             torch.set_num_threads(threads)
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        loaded = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype,
-                                                      attn_implementation=_register_attention())
+        loaded = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype)
         self._setup(loaded.to(device), tokenizer, model_id or path.name, max_batch,
                     prefix_cache_tokens)
 
