@@ -180,7 +180,9 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(tmp_path, redis_br
     worker = workers(redis_broker)
     launch = grading_launch(batch=batch, grader=SCRIPTED, config={"delay": 0.02})
     assert launch.queued == 500
-    wait_until(lambda: launch.run.gradings.filter(status=DONE).count() >= 100, timeout=60)
+    # Kill while a chunk is claimed: between chunks the kill would test nothing.
+    wait_until(lambda: launch.run.gradings.filter(status=DONE).count() >= 100
+               and launch.run.gradings.filter(status=RUNNING).exists(), timeout=60, every=0.05)
 
     worker.kill()
     assert launch.run.gradings.exclude(status=DONE).exists()
