@@ -58,7 +58,7 @@ def fused(width, r, passed, ranks, flagged, w_min, w_flag, grpo, factors, out):
                 return k
             ahead += count[rank]
         half_step = (1 - w_min) / (2 * max(n_ranked - 1, 1))
-        n_j, s, weighted, w_max, w_lo = 0, 0.0, 0.0, -np.inf, np.inf
+        n_j, s, weighted, f_max, f_min = 0, 0.0, 0.0, -np.inf, np.inf
         for i in range(lo, hi):
             rank = ranks[i]
             factors[i] = np.nan
@@ -69,8 +69,8 @@ def fused(width, r, passed, ranks, flagged, w_min, w_flag, grpo, factors, out):
                     n_j += 1
                     s += grpo[i]
                     weighted += grpo[i] * factors[i]
-                    w_max, w_lo = max(w_max, factors[i]), min(w_lo, factors[i])
-        moved = n_pass == n_ranked and n_j > 1 and w_max - w_lo > RTOL * w_max
+                    f_max, f_min = max(f_max, factors[i]), min(f_min, factors[i])
+        moved = n_pass == n_ranked and n_j > 1 and f_max - f_min > RTOL * f_max
         for i in range(lo, hi):
             out[i] = grpo[i] * factors[i] * (s / weighted) if moved and ranks[i] and grpo[i] > 0 else grpo[i]
     return -1
