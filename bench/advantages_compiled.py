@@ -11,7 +11,6 @@ numba is not a project dependency:
   .venv/bin/pip install numba==0.68.1 && .venv/bin/python bench/advantages_compiled.py
 """
 
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.advantages import GROUP_SIZE, PARAMS, W_FLAG, loop, make_batch, vectorised  # noqa: E402
+from bench.advantages import GROUP_SIZE, PARAMS, W_FLAG, loop, make_batch, timed, vectorised  # noqa: E402
 
 try:
     import numba
@@ -28,6 +27,7 @@ except ImportError:
     sys.exit("numba is not installed (it is not a project dependency): .venv/bin/pip install numba==0.68.1")
 
 EPS, RTOL = 1e-6, 1e-12
+RUNS = 15
 
 
 @numba.njit(cache=True)
@@ -85,32 +85,21 @@ def compiled(b: dict[str, np.ndarray]) -> np.ndarray:
     return out
 
 
-def timed(fn, b, runs: int = 15) -> tuple[float, np.ndarray]:
-    """Median ms and the result. Each result is kept until the next is made, as a
-    trainer's would be; freeing it first lets glibc hand the memory back, and the
-    next call's page faults then cost numpy more than its arithmetic."""
-    got = fn(b)  # warm-up (and, the first time, numba's compile)
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        got = fn(b)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3, got
-
-
 def main() -> None:
     b = make_batch(1_000_000)
     # Both timed before the loop, as bench/advantages.py does: the loop's million
     # Python objects leave the heap in a state that slows numpy's temporaries.
-    runs = {name: timed(fn, b) for name, fn in
+    runs = {name: timed(fn, b, RUNS) for name, fn in
             (("gagar_advantages (numpy)", vectorised), ("fused numba kernel", compiled))}
     start = time.perf_counter()
     expected = np.asarray(loop(b))
-    loop_ms = (time.perf_counter() - start) * 1e3
-    print(f"batch: 1,000,000 trajectories in contiguous groups of {GROUP_SIZE}; plain loop {loop_ms / 1e3:.2f} s")
-    for name, (ms, got) in runs.items():
+    loop_s = time.perf_counter() - start
+    print(f"batch: 1,000,000 trajectories in contiguous groups of {GROUP_SIZE}; plain loop {loop_s:.2f} s")
+    for name, (seconds, got) in runs.items():
         diff = float(np.max(np.abs(got - expected)))
-        print(f"{name}: median {ms:.1f} ms, speed-up {loop_ms / ms:,.0f}x, max abs difference {diff:.3g}")
+        print(f"{name}: median {seconds * 1e3:.1f} ms, speed-up {loop_s / seconds:,.0f}x, "
+              f"max abs difference {diff:.3g}")
+
 
 if __name__ == "__main__":
     main()
