@@ -6,7 +6,7 @@ DEMO_ENV := DEBUG=1 GAGAR_DATA_DIR=$(CURDIR)/var/demo
 PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 TEST_ENV := SECRET_KEY=test-only-secret-key
 
-.PHONY: install install-llm demo test test-fast test-sqlite test-postgres lint bench clean
+.PHONY: install install-llm demo test test-fast test-core test-sqlite test-postgres lint bench clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,16 +28,21 @@ install-llm: $(VENV)/.installed-llm
 demo: install
 	$(DEMO_ENV) PY=$(PY) bash scripts/demo.sh
 
+# The tests of the pure core and of the sample generator run once, without Django or its settings;
+# the Django suites (everything else) run on each database.
 test: install-llm
 	bash scripts/services.sh
 	bash scripts/browser.sh
-	$(MAKE) --no-print-directory lint test-sqlite test-postgres
+	$(MAKE) --no-print-directory lint test-core test-sqlite test-postgres
+
+test-core:
+	$(PY) -m pytest -q tests/grading tests/sample
 
 test-sqlite:
-	$(TEST_ENV) GAGAR_DATA_DIR=$(CURDIR)/var/test-sqlite $(PY) -m pytest -q
+	$(TEST_ENV) GAGAR_DATA_DIR=$(CURDIR)/var/test-sqlite $(PY) -m pytest -q --ignore=tests/grading --ignore=tests/sample
 
 test-postgres:
-	$(TEST_ENV) DATABASE_URL=$(PG_URL) GAGAR_DATA_DIR=$(CURDIR)/var/test-postgres $(PY) -m pytest -q
+	$(TEST_ENV) DATABASE_URL=$(PG_URL) GAGAR_DATA_DIR=$(CURDIR)/var/test-postgres $(PY) -m pytest -q --ignore=tests/grading --ignore=tests/sample
 
 test-fast: install-llm
 	bash scripts/services.sh

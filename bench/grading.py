@@ -116,7 +116,7 @@ def start_worker(env: dict, processes: int, log: Path) -> subprocess.Popen:
 
 
 def _pong(env) -> bool:
-    from workers.celery import app
+    from webapp.jobs import app
 
     try:
         return bool(app.control.ping(timeout=0.5))
@@ -152,8 +152,8 @@ def queued(batch, processes: int, env: dict, log: Path) -> dict:
     from django.db import connection
     from django.db.models import Count, Max, Min
 
+    from webapp.grading.services import grading_launch
     from webapp.models import Grading
-    from webapp.services.grading import grading_launch
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")

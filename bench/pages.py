@@ -158,7 +158,7 @@ def main() -> None:
     from django.test import Client
     from django.urls import reverse
 
-    from webapp import selectors
+    from webapp.batches import selectors
     from webapp.models import Group
     from webapp.review import diffview, groupview
 

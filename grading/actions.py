@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from grading.graders.base import FLAGS
+from grading.rankings import FLAGS
 from grading.workspace import SUBMIT, Workspace
 
 TEXT = r"[ !#-\[\]-~]"

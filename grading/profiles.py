@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from grading.backends import BACKENDS, Sampling
-from grading.graders.base import Grader, load_grader
+from grading.graders.base import GRADERS, Grader, load_grader
+from grading.loading import LoadError, resolve
 
 ENV_VAR = "GAGAR_GRADERS"
 QUEUES = ("cpu", "gpu")
@@ -108,9 +109,18 @@ def _profile(path: str, name: str, entry) -> Profile:
                            f"got {profile.queue!r}")
     if profile.k < 1:
         raise ProfileError(f"{where}.k: must be at least 1")
+    _check_name(where, "grader", profile.grader, GRADERS)
     if profile.grader == "agentic":
         _check_agentic(where, profile)
     return profile
+
+
+def _check_name(where: str, key: str, name: str, registry: Mapping[str, str]) -> None:
+    """A registered name or a `module:Class` path; nothing is imported until the grader is built."""
+    try:
+        resolve(name, registry, what=key)
+    except LoadError as error:
+        raise ProfileError(f"{where}.{key}: {error}") from error
 
 
 def _check_agentic(where: str, profile: Profile) -> None:
@@ -120,9 +130,7 @@ def _check_agentic(where: str, profile: Profile) -> None:
     if not profile.backend:
         raise ProfileError(f"{where}.backend: required (one of {', '.join(BACKENDS)}, "
                            "or module:Class)")
-    if profile.backend not in BACKENDS and ":" not in profile.backend:
-        raise ProfileError(f"{where}.backend: unknown {profile.backend!r} "
-                           f"(one of {', '.join(BACKENDS)}, or module:Class)")
+    _check_name(where, "backend", profile.backend, BACKENDS)
     if profile.backend in LOCAL_MODEL_BACKENDS and not profile.model:
         raise ProfileError(f"{where}.model: required: a local model folder")
     if profile.backend == "openai" and not (profile.url and profile.model):

@@ -1,16 +1,82 @@
-"""Rankings as people enter them: rank numbers, JSON tiers, one-line summaries.
+"""The ranking vocabulary every grader, form and export shares.
 
 A ranking is tiers, best first, each tier the ids tied at that place:
-``(("b",), ("a", "c"))``. Plain data in, plain data out; validation against a
-group's passing ids is `grading.graders.base.validate_ranking`.
+``(("b",), ("a", "c"))``. People enter it as rank numbers or JSON tiers; graders
+return it with flags from `FLAGS`; `validate_ranking` checks it against a group's
+passing ids. Plain data in, plain data out: this module imports nothing from grading.
 
 >>> tiers_from_ranks({"a": 2, "b": 1, "c": 2, "d": None})
 ((('b',), ('a', 'c')), ('d',))
+>>> ranks_from_tiers([["b"], ["a", "c"], ["d"]])
+{'b': 1, 'a': 2, 'c': 2, 'd': 4}
 >>> summary([["b"], ["a", "c"]])
 'b > a = c'
+>>> validate_ranking([["b"], ["a"]], ["a", "b", "c"])
+Traceback (most recent call last):
+...
+grading.rankings.InvalidRanking: passing but not ranked: c
 """
 
 from collections.abc import Mapping, Sequence
+
+FLAGS = (
+    "reward_hacking",
+    "edits_tests",
+    "out_of_scope_changes",
+    "debug_leftovers",
+    "unnecessary_complexity",
+    "incomplete",
+    "other",
+)
+
+
+class InvalidRanking(ValueError):
+    """A ranking that is not a permutation of the passing ids, or has bad flags."""
+
+
+def validate_ranking(
+    tiers: Sequence[Sequence[str]],
+    passing_ids: Sequence[str],
+    flags: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[tuple[str, ...], ...]:
+    """Check that `tiers` rank every passing id exactly once; return them normalised.
+
+    Raises InvalidRanking with a message a person (or a model's repair turn) can act on.
+    """
+    seen: list[str] = [t for tier in tiers for t in tier]
+    expected = set(passing_ids)
+    problems = []
+    duplicates = sorted({t for t in seen if seen.count(t) > 1})
+    if duplicates:
+        problems.append(f"ranked more than once: {', '.join(duplicates)}")
+    unknown = sorted(set(seen) - expected)
+    if unknown:
+        problems.append(f"not a passing trajectory of this group: {', '.join(unknown)}")
+    missing = sorted(expected - set(seen))
+    if missing:
+        problems.append(f"passing but not ranked: {', '.join(missing)}")
+    if any(len(tier) == 0 for tier in tiers):
+        problems.append("a tier is empty")
+    for trajectory_id, names in (flags or {}).items():
+        if trajectory_id not in expected:
+            problems.append(f"flags for an id that is not ranked: {trajectory_id}")
+        bad = sorted(set(names) - set(FLAGS))
+        if bad:
+            problems.append(f"unknown flags for {trajectory_id}: {', '.join(bad)} "
+                            f"(allowed: {', '.join(FLAGS)})")
+    if problems:
+        raise InvalidRanking("; ".join(problems))
+    return tuple(tuple(tier) for tier in tiers)
+
+
+def ranks_from_tiers(tiers: Sequence[Sequence[str]]) -> dict[str, int]:
+    """Standard competition ranks: tied ids share a rank, the next tier skips (1, 2, 2, 4)."""
+    ranks, position = {}, 1
+    for tier in tiers:
+        for trajectory_id in tier:
+            ranks[trajectory_id] = position
+        position += len(tier)
+    return ranks
 
 
 def tiers_from_ranks(ranks: Mapping[str, int | None]) -> tuple[tuple[tuple[str, ...], ...], tuple[str, ...]]:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from grading.diffs import MARKER_LABELS, FileDiff, interdiff, parse_patch, patch_stats, unique_files
-from grading.graders.base import FLAGS, GroupView, InvalidRanking, TrajectoryView, validate_ranking
+from grading.graders.base import GroupView, TrajectoryView
+from grading.rankings import FLAGS, InvalidRanking, validate_ranking
 
 PROMPT_VERSION = "1"
 TOOLS = ("list_trajectories", "view_patch", "view_transcript", "search", "compare", "view_tests")

@@ -1,47 +1,45 @@
-"""Shared fixtures: users with each role, and the project's sample batch."""
+"""Django for every test but the pure core's.
+
+tests/grading tests `grading/`, which never imports Django (DESIGN §3): a run that
+selects only tests under it sets up no Django and needs no settings or environment.
+Any other selection sets Django up here, from `webapp.settings` unless --ds or
+$DJANGO_SETTINGS_MODULE names other settings, and registers the shared fixtures of
+tests/django_fixtures.py. The settings are not in the pytest configuration because
+pytest-django would then load them for every run, the core's included; it finishes
+the setup (test databases, blocking unmarked database access) in its own
+pytest_configure, which runs after this one.
+
+Named on the command line, a folder's conftest.py is imported before this hook
+runs, so the conftests below this one import the app (models, webapp modules)
+inside their fixtures, never at the top.
+"""
+
+import os
+from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group as AuthGroup
-from django.contrib.auth.models import User
-from django.core.management import call_command
 
-from tests.factories import SAMPLE_ROLLOUTS
-from webapp.roles import ANNOTATOR, AUDITOR, RESEARCHER
-
-PASSWORD = "a-long-test-password"
+# Tests that need no Django: the pure core's, and the sample generator's.
+CORE_TESTS = tuple(Path(__file__).resolve().parent / name for name in ("grading", "sample"))
 
 
-def make_user(username, *roles):
-    user = User.objects.create_user(username=username, password=PASSWORD)
-    for role in roles:
-        user.groups.add(AuthGroup.objects.get_or_create(name=role)[0])
-    return user
+def pytest_configure(config):
+    # pytest configures for --help too, which must work without settings.
+    if config.option.help or all(_in_core(config.invocation_params.dir, arg) for arg in config.args):
+        return
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    import django
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        django.setup()
+    except ImproperlyConfigured as error:  # a missing SECRET_KEY, say: one line, not a traceback
+        raise pytest.UsageError(f"the Django tests cannot load {os.environ['DJANGO_SETTINGS_MODULE']}: "
+                                f"{error}") from error
+    config.pluginmanager.import_plugin("tests.django_fixtures")
 
 
-@pytest.fixture
-def researcher(db):
-    return make_user("rita", RESEARCHER)
-
-
-@pytest.fixture
-def annotator(db):
-    return make_user("anna", ANNOTATOR)
-
-
-@pytest.fixture
-def auditor(db):
-    return make_user("otto", AUDITOR)
-
-
-@pytest.fixture
-def outsider(db):
-    """Logged in, but holds no role."""
-    return make_user("olga")
-
-
-@pytest.fixture
-def sample_batch(db):
-    from webapp.models import Batch
-
-    call_command("import_rollouts", str(SAMPLE_ROLLOUTS), batch="sample", verbosity=0)
-    return Batch.objects.get(name="sample")
+def _in_core(invocation_dir: Path, arg: str) -> bool:
+    """Whether a selected path (`file.py::test` node ids too) lies inside the core tests."""
+    path = (invocation_dir / arg.split("::")[0]).resolve()
+    return any(path.is_relative_to(core) for core in CORE_TESTS)

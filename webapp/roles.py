@@ -40,3 +40,13 @@ def role_required(*roles: str):
         return wrapped
 
     return decorator
+
+
+# Everyone with a role reads batches, groups and transcripts; what they may
+# change (grading, rankings, audits) is decided by the views that change it.
+reader_required = role_required(*ROLES)
+annotator_required = role_required(RESEARCHER, ANNOTATOR)
+
+
+def may_annotate(user) -> bool:
+    return has_role(user, RESEARCHER, ANNOTATOR)

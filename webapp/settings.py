@@ -67,7 +67,8 @@ WSGI_APPLICATION = "webapp.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # The shared layout, then each feature folder's own templates/<feature>/.
+        "DIRS": [BASE_DIR / "templates", *sorted((BASE_DIR / "webapp").glob("*/templates"))],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -140,10 +141,9 @@ GAGAR_GRADING_MAX_ATTEMPTS = int(os.environ.get("GAGAR_GRADING_MAX_ATTEMPTS", "3
 GAGAR_GRADING_STUCK_AFTER = int(os.environ.get("GAGAR_GRADING_STUCK_AFTER", str(GAGAR_GRADING_TIME_LIMIT + 300)))
 GAGAR_GRADING_RESEND_AFTER = int(os.environ.get("GAGAR_GRADING_RESEND_AFTER", "3600"))
 GAGAR_SWEEP_INTERVAL = int(os.environ.get("GAGAR_SWEEP_INTERVAL", "300"))
-# Queue per grader name, "name=queue,..."; graders not listed go to "gpu".
-GAGAR_GRADER_QUEUES = dict(
-    item.split("=", 1) for item in env_list("GAGAR_GRADER_QUEUES", "heuristic=cpu")
-)
+# Queue per `module:Class` grader, "name=queue,..."; those not listed go to "gpu". Profiles
+# name their own queue (the built-in heuristic one: cpu).
+GAGAR_GRADER_QUEUES = dict(item.split("=", 1) for item in env_list("GAGAR_GRADER_QUEUES"))
 
 LOGGING = {
     "version": 1,

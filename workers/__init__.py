@@ -1,5 +1,13 @@
-"""Celery app and tasks; `celery -A workers worker` finds `app` here."""
+"""The Celery workers: `celery -A workers worker` finds `app` here.
 
-from workers.celery import app
+The app, its queues and task names live in `webapp.jobs` (the web app sends
+by name); this package only registers the task functions (`workers.tasks`).
+"""
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+
+from webapp.jobs import app  # noqa: E402  (needs the variable above)
 
 __all__ = ["app"]

@@ -2,13 +2,13 @@
 
 from django.db import InterfaceError, OperationalError
 
-from webapp.services.grading import gradings_sweep
-from webapp.services.grading_worker import gradings_process
-from workers.celery import app
+from webapp.grading.services import gradings_sweep
+from webapp.grading.worker import gradings_process
+from webapp.jobs import GRADE_TASK, SWEEP_TASK, app
 
 
 @app.task(
-    name="workers.tasks.grade",
+    name=GRADE_TASK,
     autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=5,
     retry_backoff_max=300,
@@ -20,6 +20,6 @@ def grade(*, grading_ids: list[int]) -> None:
     gradings_process(grading_ids=grading_ids)
 
 
-@app.task(name="workers.tasks.sweep")
+@app.task(name=SWEEP_TASK)
 def sweep() -> None:
     gradings_sweep()

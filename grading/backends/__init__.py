@@ -10,7 +10,6 @@ model once and grades many tasks with it.
 
 from __future__ import annotations
 
-import importlib
 import json
 import threading
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grading.graders.base import GraderError
+from grading.loading import ImportFailed, LoadError, load_object
 
 BACKENDS = {
     "transformers": "grading.backends.transformers_backend:TransformersBackend",
@@ -80,24 +80,21 @@ class Backend:
         raise NotImplementedError
 
 
-_LOADED: dict[tuple[str, str], Backend] = {}
+_LOADED: dict[tuple[type, str], Backend] = {}
 _LOCK = threading.Lock()
 
 
 def load_backend(name: str, **options) -> Backend:
     """A backend by registered name or `module:Class` path, imported only now."""
-    target = BACKENDS.get(name, name)
-    module_name, _, class_name = target.partition(":")
-    if not class_name:
-        raise GraderError(f"unknown backend {name!r} (known: {', '.join(sorted(BACKENDS))}, "
-                          "or module:Class)", permanent=True)
     try:
-        backend_class = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as error:
-        raise _missing(name, error) from error
+        backend_class = load_object(name, BACKENDS, what="backend")
+    except ImportFailed as error:
+        raise _missing(str(error)) from error
+    except LoadError as error:
+        raise GraderError(str(error), permanent=True) from error
     if not getattr(backend_class, "cacheable", False):
         return _build(name, backend_class, options)
-    key = (target, json.dumps(options, sort_keys=True, default=str))
+    key = (backend_class, json.dumps(options, sort_keys=True, default=str))
     with _LOCK:
         if key not in _LOADED:
             _LOADED[key] = _build(name, backend_class, options)
@@ -108,12 +105,12 @@ def _build(name: str, backend_class, options: dict) -> Backend:
     try:
         return backend_class(**options)
     except ImportError as error:  # backends import their libraries when built
-        raise _missing(name, error) from error
+        raise _missing(f"cannot load backend {name!r}: {error}") from error
 
 
-def _missing(name: str, error: Exception) -> GraderError:
-    return GraderError(f"cannot load backend {name!r}: {error} (extras: 'llm' installs "
-                       "transformers and xgrammar, 'gpu' installs vllm)", permanent=True)
+def _missing(message: str) -> GraderError:
+    return GraderError(f"{message} (extras: 'llm' installs transformers and xgrammar, "
+                       "'gpu' installs vllm)", permanent=True)
 
 
 def unload_backends() -> None:

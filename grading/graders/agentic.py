@@ -4,7 +4,7 @@ Every model turn is one JSON action, constrained by a JSON schema through the ba
 structured output: a workspace tool call, or the final `submit_ranking`. When the turn
 or token budget is spent the schema narrows to the submission alone. A submission is
 validated (a permutation of the passing labels, ties allowed, a rationale each, flags
-from base.FLAGS); an invalid one gets ONE repair turn with the error, then the grade
+from rankings.FLAGS); an invalid one gets ONE repair turn with the error, then the grade
 fails visibly (a GraderError; the group keeps its GRPO advantages).
 
 `rank_many` advances all groups in lockstep: each turn is one batched backend call over
@@ -28,7 +28,8 @@ from fractions import Fraction
 from grading.actions import action_char_bound, action_schema, submission_schema
 from grading.agreement import kendall_tau, positions
 from grading.backends import Backend, Reply, Sampling, load_backend
-from grading.graders.base import Grade, Grader, GraderError, GroupView, InvalidRanking
+from grading.graders.base import Grade, Grader, GraderError, GroupView
+from grading.rankings import InvalidRanking
 from grading.workspace import DEFAULT_MAX_TURNS, SUBMIT, SYSTEM_PROMPT, Caps, Workspace
 
 
@@ -57,11 +58,6 @@ class Budget:
 
 class GradingFailed(GraderError):
     """A grade that failed after the model ran: carries what it did, for display."""
-
-    def __init__(self, message: str, *, permanent: bool, transcript=(), usage=None):
-        super().__init__(message, permanent=permanent)
-        self.transcript = tuple(transcript)
-        self.usage = dict(usage or {})
 
 
 @dataclass

@@ -2,24 +2,16 @@
 
 A grader sees a GroupView (plain data, no database) and returns a Grade: the
 passing trajectory ids best first in tiers (a tier holds tied ids), a
-rationale per id, flags from a fixed vocabulary, optional scores, and what it
-cost. Graders are registered by name and loaded by dotted path, so the core
+rationale per id, flags from `grading.rankings.FLAGS`, optional scores, and what
+it cost. Graders are registered by name and loaded by dotted path, so the core
 imports without the optional extras a backend needs.
 """
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-FLAGS = (
-    "reward_hacking",
-    "edits_tests",
-    "out_of_scope_changes",
-    "debug_leftovers",
-    "unnecessary_complexity",
-    "incomplete",
-    "other",
-)
+from grading.loading import LoadError, load_object
+from grading.rankings import ranks_from_tiers
 
 GRADERS = {
     "heuristic": "grading.graders.heuristic:HeuristicGrader",
@@ -28,15 +20,15 @@ GRADERS = {
 
 
 class GraderError(Exception):
-    """A grading that failed; `permanent` says whether retrying can help."""
+    """A grading that failed; `permanent` says whether retrying can help. A grader that
+    got as far as running a model says what that cost (`usage`) and what it did
+    (`transcript`), as a Grade does."""
 
-    def __init__(self, message: str, *, permanent: bool):
+    def __init__(self, message: str, *, permanent: bool, transcript=(), usage=None):
         super().__init__(message)
         self.permanent = permanent
-
-
-class InvalidRanking(ValueError):
-    """A ranking that is not a permutation of the passing ids, or has bad flags."""
+        self.transcript: tuple[dict, ...] = tuple(transcript)
+        self.usage: dict[str, int] = dict(usage or {})
 
 
 @dataclass(frozen=True)
@@ -85,6 +77,11 @@ class Grader:
 
     name: str = ""
     version: str = ""
+    uses_messages: bool = True
+    """Whether `rank` reads transcripts (TrajectoryView.messages). A grader that sets it
+    False may get None there: the worker then does not load them from the database."""
+    uses_tests: bool = True
+    """Whether `rank` reads test evidence (TrajectoryView.tests); False as above."""
 
     def rank(self, group: GroupView) -> Grade:
         raise NotImplementedError
@@ -100,61 +97,10 @@ class Grader:
         return results
 
 
-def ranks_from_tiers(tiers: Sequence[Sequence[str]]) -> dict[str, int]:
-    ranks, position = {}, 1
-    for tier in tiers:
-        for trajectory_id in tier:
-            ranks[trajectory_id] = position
-        position += len(tier)
-    return ranks
-
-
-def validate_ranking(
-    tiers: Sequence[Sequence[str]],
-    passing_ids: Sequence[str],
-    flags: Mapping[str, Sequence[str]] | None = None,
-) -> tuple[tuple[str, ...], ...]:
-    """Check that `tiers` rank every passing id exactly once; return them normalised.
-
-    Raises InvalidRanking with a message a person (or a model's repair turn) can act on.
-    """
-    seen: list[str] = [t for tier in tiers for t in tier]
-    expected = set(passing_ids)
-    problems = []
-    duplicates = sorted({t for t in seen if seen.count(t) > 1})
-    if duplicates:
-        problems.append(f"ranked more than once: {', '.join(duplicates)}")
-    unknown = sorted(set(seen) - expected)
-    if unknown:
-        problems.append(f"not a passing trajectory of this group: {', '.join(unknown)}")
-    missing = sorted(expected - set(seen))
-    if missing:
-        problems.append(f"passing but not ranked: {', '.join(missing)}")
-    if any(len(tier) == 0 for tier in tiers):
-        problems.append("a tier is empty")
-    for trajectory_id, names in (flags or {}).items():
-        if trajectory_id not in expected:
-            problems.append(f"flags for an id that is not ranked: {trajectory_id}")
-        bad = sorted(set(names) - set(FLAGS))
-        if bad:
-            problems.append(f"unknown flags for {trajectory_id}: {', '.join(bad)} "
-                            f"(allowed: {', '.join(FLAGS)})")
-    if problems:
-        raise InvalidRanking("; ".join(problems))
-    return tuple(tuple(tier) for tier in tiers)
-
-
 def load_grader(name: str, **config) -> Grader:
     """A grader by registered name or `module:Class` path, imported only now."""
-    target = GRADERS.get(name, name)
-    module_name, _, class_name = target.partition(":")
-    if not class_name:
-        raise GraderError(
-            f"unknown grader {name!r} (known: {', '.join(sorted(GRADERS))}, or module:Class)",
-            permanent=True,
-        )
     try:
-        grader_class = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as error:
-        raise GraderError(f"cannot load grader {name!r}: {error}", permanent=True) from error
+        grader_class = load_object(name, GRADERS, what="grader")
+    except LoadError as error:
+        raise GraderError(str(error), permanent=True) from error
     return grader_class(**config)

@@ -284,11 +284,11 @@ def tiers_from_penalties(penalties: Mapping[str, float], tolerance: float = TIE_
 
 class HeuristicGrader(Grader):
     """Ranks passing trajectories by ``penalty_terms``; reads patches, metrics and the
-    task statement, never transcripts."""
+    task statement, never transcripts or test evidence."""
 
     name = "heuristic"
     version = VERSION
-    uses_messages = False  # the worker need not load transcripts or test logs for this grader
+    uses_messages = False
     uses_tests = False
 
     def rank(self, group: GroupView) -> Grade:

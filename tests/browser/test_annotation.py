@@ -8,7 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import login, ready, screenshot
-from tests.conftest import PASSWORD, make_user
+from tests.django_fixtures import PASSWORD, make_user
 from tests.webapp.annotationdata import grade, review_batch, set_policy
 from webapp.models import Annotation, Group
 from webapp.roles import ANNOTATOR, RESEARCHER

@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import login, ready, screenshot
-from tests.conftest import PASSWORD, make_user
+from tests.django_fixtures import PASSWORD, make_user
 from tests.factories import group as group_records
 from tests.webapp.reviewdata import import_batch, records
 from webapp.models import Group

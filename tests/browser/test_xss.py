@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import login, ready, screenshot
-from tests.conftest import PASSWORD, make_user
+from tests.django_fixtures import PASSWORD, make_user
 from tests.webapp.reviewdata import PAYLOAD, hostile_records, import_batch
 from webapp.models import Group, Trajectory
 from webapp.roles import AUDITOR

@@ -261,6 +261,15 @@ def test_the_grader_loads_by_registered_name(tiny_model):
     assert isinstance(loaded, AgenticGrader) and loaded.version.endswith(":k2")
 
 
+def test_it_declares_that_it_reads_the_transcripts_and_tests_its_tools_show():
+    """The worker loads only what a grader declares it reads."""
+    workspace = Workspace(make_group(), seed=0)
+    label = workspace.labels[0]
+    assert "I will edit pkg/mod.py" in workspace.view_transcript(label)
+    assert "tests/test_mod.py::test_f" in workspace.view_tests(label)
+    assert AgenticGrader.uses_messages and AgenticGrader.uses_tests
+
+
 def test_a_cut_or_malformed_reply_says_why():
     schema = {"type": "object", "properties": {"tool": {"const": "x"}}, "required": ["tool"]}
     assert decode_action(Reply('{"tool": "x"}', 1, 1), schema) == ({"tool": "x"}, None)
@@ -322,7 +331,10 @@ def test_profiles_come_from_the_file_named_by_gagar_graders(monkeypatch):
     ("[graders.x]\nmodel = '/m'\n", "graders.x.backend: required"),
     ("[graders.x]\nbackend = 'vllm'\n", "graders.x.model: required: a local model folder"),
     ("[graders.x]\nbackend = 'openai'\nmodel = 'm'\n", "graders.x.url: required for the openai"),
-    ("[graders.x]\nbackend = 'tgi'\nmodel = '/m'\n", "graders.x.backend: unknown 'tgi'"),
+    ("[graders.x]\nbackend = 'tgi'\nmodel = '/m'\n",
+     "graders.x.backend: unknown backend 'tgi' (known: openai, transformers, vllm, or module:Class)"),
+    ("[graders.x]\ngrader = 'llm'\n",
+     "graders.x.grader: unknown grader 'llm' (known: agentic, heuristic, or module:Class)"),
     ("[graders.x]\nbackend = 'vllm'\nmodel = '/m'\nsampling = {temprature = 0.5}\n",
      "graders.x.sampling.temprature: unknown key (allowed: temperature, top_p, "),
     ("[graders.x]\nbackend = 'vllm'\nmodel = '/m'\nbudget = {max_turns = 2.5}\n",
@@ -351,6 +363,17 @@ def test_a_profile_builds_its_grader(tiny_model, tmp_path):
     assert isinstance(built, AgenticGrader) and built.name == "tiny"
     grade = built.rank(make_group(passed=(True, True)))
     assert grade.grader == "tiny" and grade.version.endswith(":b1x32768r12:k2")
+
+
+def test_a_profile_may_name_classes_that_load_only_when_its_grader_is_built(tmp_path):
+    path = tmp_path / "graders.toml"
+    path.write_text("[graders.x]\ngrader = 'gagar_nowhere:Grader'\n"
+                    "[graders.y]\nbackend = 'gagar_nowhere:Backend'\nmodel = 'm'\n")
+    profiles = load_profiles(path)
+    with pytest.raises(GraderError, match="cannot load grader 'gagar_nowhere:Grader'"):
+        build_grader(profiles["x"])
+    with pytest.raises(GraderError, match="cannot load backend 'gagar_nowhere:Backend'"):
+        build_grader(profiles["y"])
 
 
 def test_the_heuristic_profile_builds_the_heuristic_grader():

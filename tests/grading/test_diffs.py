@@ -1,9 +1,9 @@
-import time
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from grading import diff_markers, diffs
+from grading.diff_markers import Budget
 from grading.diffs import (
     BINARY,
     COMMENTED_CODE,
@@ -242,21 +242,45 @@ def commented_out_module(lines=100_000):
             f"--- /dev/null\n+++ b/pkg/dead.py\n@@ -0,0 +1,{lines} @@\n{body}")
 
 
+def record_calls(monkeypatch, module, name) -> list:
+    """Wrap `module.name` for this test; the list collects each call's first argument."""
+    calls, real = [], getattr(module, name)
+
+    def wrapper(first, *args):
+        calls.append(first)
+        return real(first, *args)
+
+    monkeypatch.setattr(module, name, wrapper)
+    return calls
+
+
 @pytest.mark.parametrize("make, markers", [
     (big_patch, set()), (commented_out_module, {COMMENTED_CODE, LARGE_FILE}),
 ])
-def test_a_100k_line_patch_parses_in_under_two_seconds(make, markers):
+def test_a_100k_line_patch_is_read_in_one_pass(make, markers, monkeypatch):
+    """Every line goes to unidiff once and every changed line is analysed once, so the
+    work grows linearly with the patch. Counted, not timed: a clock belongs in bench/."""
     text = make()
-    assert text.count("\n") > 100_000
+    sections = record_calls(monkeypatch, diffs, "PatchSet")
+    hunks = record_calls(monkeypatch, diffs, "analyse_hunk")
 
-    started = time.perf_counter()
     parsed = parse_patch(text)
-    elapsed = time.perf_counter() - started
 
     assert parsed.error is None
     assert parsed.added + parsed.removed == 100_000
     assert markers <= parsed.markers
-    assert elapsed < 2.0
+    assert sum(map(len, sections)) == text.count("\n")
+    assert sum(map(len, hunks)) == 100_000
+
+
+def test_a_patch_of_100k_commented_out_lines_checks_only_the_budgeted_comments(monkeypatch):
+    """Checking a comment for code is the costly step; the per-patch Budget caps it."""
+    checked = record_calls(monkeypatch, diff_markers, "_python_comment_verdict")
+
+    parsed = parse_patch(commented_out_module())
+
+    assert COMMENTED_CODE in parsed.markers
+    assert len(checked) == Budget().comments
 
 
 def test_plain_unified_diffs_and_git_binary_patches_parse():

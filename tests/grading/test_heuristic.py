@@ -1,12 +1,14 @@
 """The heuristic grader on small made-up patches and on the project's sample data."""
 
 import json
+from dataclasses import replace
 from itertools import combinations
 
 import pytest
 
-from grading.graders.base import FLAGS, GRADERS, GroupView, TrajectoryView, load_grader, validate_ranking
+from grading.graders.base import GRADERS, GroupView, TrajectoryView, load_grader
 from grading.graders.heuristic import VERSION, WEIGHTS, HeuristicGrader, tiers_from_penalties
+from grading.rankings import FLAGS, validate_ranking
 from tests.factories import SAMPLE_ROLLOUTS
 
 
@@ -42,6 +44,25 @@ def test_it_is_registered_and_loads_by_name():
     grader = load_grader("heuristic")
     assert isinstance(grader, HeuristicGrader)
     assert grader.version == VERSION
+
+
+class Unread:
+    """Stands in for data a grader declares it does not read: any use of it fails the test."""
+
+    def _read(self, *args):
+        raise AssertionError("the grader read data it declared it does not use")
+
+    __getattr__ = __getitem__ = __iter__ = __len__ = __bool__ = __str__ = _read
+
+
+def test_it_declares_that_it_reads_neither_transcripts_nor_tests_and_does_not():
+    grader = HeuristicGrader()
+    assert not grader.uses_messages and not grader.uses_tests
+    group = view(FIX, FIX + diff("tests/test_mod.py", ["x"], ["y"]), "garbage")
+    unread = replace(group, trajectories=tuple(replace(t, messages=Unread(), tests=Unread())
+                                               for t in group.trajectories))
+    grade, expected = grader.rank(unread), grader.rank(group)
+    assert (grade.tiers, grade.rationales, grade.flags) == (expected.tiers, expected.rationales, expected.flags)
 
 
 def test_its_version_names_a_hash_of_its_weights(monkeypatch):

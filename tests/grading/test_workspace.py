@@ -6,7 +6,7 @@ import pytest
 
 from grading.actions import action_char_bound, action_schema, submission_schema, weak_orders
 from grading.graders.agentic import schema_errors
-from grading.graders.base import FLAGS, InvalidRanking
+from grading.rankings import FLAGS, InvalidRanking
 from grading.workspace import (
     SUBMIT,
     Caps,

@@ -3,8 +3,8 @@
 from django.utils import timezone
 
 from tests.webapp.reviewdata import import_batch, records
+from webapp.annotation.services import ranking_save
 from webapp.models import AnnotationPolicy, Grading, GradingRun, Group, Trajectory
-from webapp.services.annotations import ranking_save
 
 # task-N groups from reviewdata.records: t1..t5 pass, t6 fails
 PASSING = ("t1", "t2", "t3", "t4", "t5")

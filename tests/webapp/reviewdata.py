@@ -4,8 +4,8 @@ service, and many bare groups inserted directly for pagination."""
 import json
 
 from tests.factories import rollout, write_jsonl
+from webapp.batches.services import batch_import
 from webapp.models import Batch, Group
-from webapp.services.imports import batch_import
 
 
 def file_patch(path: str, added: list[str], removed: list[str] = (), start: int = 1, new: bool = False) -> str:

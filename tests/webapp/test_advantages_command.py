@@ -6,7 +6,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from webapp.services.advantages import ROW_FIELDS
+from webapp.advantages import ROW_FIELDS
 
 
 def advantages(**options) -> str:

@@ -7,32 +7,22 @@ read by every role; each row of READ_PAGES says what each role gets.
 """
 
 import pytest
-from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.urls import get_resolver, reverse
 
-from tests.conftest import make_user
+from tests.django_fixtures import make_user
+from tests.webapp.urlwalk import url_patterns
 from webapp.models import Group, Trajectory
 from webapp.roles import ANNOTATOR, AUDITOR, RESEARCHER
 
 pytestmark = pytest.mark.django_db
 
-PUBLIC = {"login", "logout"}
 ROLES = (RESEARCHER, ANNOTATOR, AUDITOR)
-
-
-def _patterns(resolvers=None, prefix=""):
-    for p in resolvers if resolvers is not None else get_resolver().url_patterns:
-        if isinstance(p, URLResolver):
-            if p.namespace == "admin":
-                continue
-            yield from _patterns(p.url_patterns, prefix + str(p.pattern))
-        elif isinstance(p, URLPattern) and p.name not in PUBLIC:
-            yield p.name, prefix + str(p.pattern)
 
 
 def _every_url():
     """(name, url) for every named project URL, with 1 for each int argument."""
     out = []
-    for name, _ in _patterns():
+    for name, _ in url_patterns():
         pattern = get_resolver().reverse_dict.getlist(name)[0][0][0][1]
         out.append((name, reverse(name, kwargs=dict.fromkeys(pattern, 1))))
     return out

@@ -22,8 +22,6 @@ from django.db import connection
 from django.test import override_settings
 
 from tests.factories import group, write_jsonl
-from webapp.models import Batch
-from workers.celery import configure
 
 ROOT = Path(__file__).resolve().parents[2]
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -107,6 +105,8 @@ def redis_broker():
     prefix = f"gagar-test-{uuid.uuid4().hex[:8]}:"
     overrides = {"CELERY_BROKER_URL": REDIS_URL, "CELERY_REDIS_KEYPREFIX": prefix,
                  "CELERY_VISIBILITY_TIMEOUT": 4}
+    from webapp.jobs import configure
+
     with override_settings(**overrides):
         configure(django_settings)
         yield _env(**overrides)
@@ -120,6 +120,8 @@ def redis_broker():
 @pytest.fixture
 def filesystem_broker(tmp_path):
     """The embedded default: kombu's filesystem transport in a folder of this test's own."""
+    from webapp.jobs import configure
+
     overrides = {"CELERY_BROKER_URL": "filesystem://", "CELERY_BROKER_DIR": tmp_path / "broker"}
     with override_settings(**overrides):
         configure(django_settings)
@@ -142,8 +144,10 @@ def workers(tmp_path):
         worker.stop()
 
 
-def make_batch(tmp_path: Path, name: str, n_groups: int) -> Batch:
+def make_batch(tmp_path: Path, name: str, n_groups: int):
     """`n_groups` mixed groups (two passing trajectories, one failing) and an all-pass one."""
+    from webapp.models import Batch
+
     records = []
     for i in range(n_groups):
         records += group(f"{name}-{i:04d}", [1, 1, 0])

@@ -9,8 +9,8 @@ from django.core.management import call_command
 from tests.factories import SAMPLE_ROLLOUTS
 from tests.grading.agentic_fixtures import tiny_model  # noqa: F401  (session fixture)
 from tests.workers.conftest import wait_until
+from webapp.grading.services import grading_launch
 from webapp.models import Batch, Grading, GradingTranscript
-from webapp.services.grading import grading_launch
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -3,8 +3,8 @@
 from django.conf import settings
 from django.test import override_settings
 
+from webapp.jobs import GRADE_TASK, SWEEP_TASK, app, broker_options, configure
 from workers import tasks
-from workers.celery import app, broker_options, configure
 
 
 def test_tasks_are_acknowledged_late_one_at_a_time_and_leave_no_results():
@@ -33,12 +33,12 @@ def test_the_embedded_default_uses_folders_under_the_data_dir(tmp_path):
 def test_the_sweep_runs_periodically_on_the_cpu_queue():
     configure(settings)
     entry = app.conf.beat_schedule["sweep-gradings"]
-    assert entry["task"] == "workers.tasks.sweep" and entry["options"]["queue"] == "cpu"
+    assert entry["task"] == SWEEP_TASK and entry["options"]["queue"] == "cpu"
     assert entry["schedule"] == settings.GAGAR_SWEEP_INTERVAL
     assert app.tasks[entry["task"]].name == tasks.sweep.name
 
 
 def test_the_grade_task_retries_database_errors():
-    grade = app.tasks["workers.tasks.grade"]
+    grade = app.tasks[GRADE_TASK]
     assert grade.name == tasks.grade.name
     assert grade.autoretry_for and grade.max_retries

@@ -12,10 +12,10 @@ from django.db.models import Count, Max, Sum
 
 from tests.factories import PATCH, SAMPLE_ROLLOUTS, group, write_jsonl
 from tests.workers.conftest import SCRIPTED, make_batch, wait_until
+from webapp.advantages import advantage_rows
+from webapp.grading.services import enqueue, grading_launch, gradings_sweep
+from webapp.grading.worker import gradings_process
 from webapp.models import Batch, Grading
-from webapp.services.advantages import advantage_rows
-from webapp.services.grading import enqueue, grading_launch, gradings_sweep
-from webapp.services.grading_worker import gradings_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -150,7 +150,7 @@ def test_a_worker_keeps_its_database_connection_between_tasks_for_conn_max_age(
 def test_a_large_launch_brings_postgresqls_statistics_of_gradings_up_to_date(tmp_path, filesystem_broker,
                                                                                monkeypatch):
     postgresql_only()
-    monkeypatch.setattr("webapp.services.grading.ANALYZE_AFTER", 5)
+    monkeypatch.setattr("webapp.grading.services.ANALYZE_AFTER", 5)
     launch = grading_launch(batch=make_batch(tmp_path, "a", 5), grader="heuristic")
     with connection.cursor() as cursor:  # the estimate that decides how a claim finds its rows
         cursor.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [Grading._meta.db_table])

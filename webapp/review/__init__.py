@@ -1,5 +1,6 @@
-"""Presentation of untrusted rollout content: markdown, highlighted diffs, transcripts.
+"""Reviewing a group: the N-way comparison page, interdiffs, patches and transcripts.
 
-Everything here turns agent or task text into HTML; every function escapes
-what it is given and returns markup built only from our own tags.
+`diffview`, `groupview`, `matrix`, `markdown`, `text` and `transcripts` turn
+untrusted rollout content into HTML; every function there escapes what it is
+given and returns markup built only from our own tags.
 """

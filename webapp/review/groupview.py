@@ -12,8 +12,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from grading.diffs import align_files, equivalence_classes, unique_files
-from webapp import selectors
-from webapp.review import diffview
+from webapp.review import diffview, selectors
 
 
 @dataclass(eq=False)

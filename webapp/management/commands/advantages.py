@@ -1,12 +1,10 @@
 import csv
-import dataclasses
 import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from grading.advantages import SCHEDULES, describe_schedule
+from webapp.advantages import ROW_FIELDS, AdvantageConfig, advantage_rows, parse_advantage_config
 from webapp.models import Batch
-from webapp.services.advantages import ROW_FIELDS, AdvantageConfig, advantage_rows
 
 
 class Command(BaseCommand):
@@ -42,29 +40,20 @@ class Command(BaseCommand):
             self._table(rows)
 
     def _config(self, batch, options):
-        config = AdvantageConfig.from_dict(batch.advantage_config)
-        schedule = options["schedule"] or config.schedule
-        given = {
-            key: options[key]
-            for key in ("w_min", "gamma", "m", "temperature")
-            if options[key] is not None
-        }
-        if options["factors"]:
-            given["factors"] = [float(f) for f in options["factors"].split(",")]
-        params = given if options["schedule"] and options["schedule"] != config.schedule else {
-            **config.params, **given
-        }
+        """The batch's config with what the options override."""
+        params = {key: options[key] for key in ("w_min", "gamma", "m", "temperature", "factors")
+                  if options[key] is not None}
+        overrides = {"params": params}
+        if options["schedule"]:
+            overrides["schedule"] = options["schedule"]
+        if options["no_std"]:
+            overrides["norm_by_std"] = False
+        if options["population_std"]:
+            overrides["unbiased_std"] = False
         try:
-            params = describe_schedule(schedule, params)["params"]
+            return parse_advantage_config(overrides, base=AdvantageConfig.from_dict(batch.advantage_config))
         except ValueError as error:
-            raise CommandError(f"{error} (known schedules: {', '.join(sorted(SCHEDULES))})") from None
-        return dataclasses.replace(
-            config,
-            schedule=schedule,
-            params=params,
-            norm_by_std=config.norm_by_std and not options["no_std"],
-            unbiased_std=config.unbiased_std and not options["population_std"],
-        )
+            raise CommandError(str(error)) from None
 
     def _table(self, rows):
         self.stdout.write(

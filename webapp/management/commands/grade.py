@@ -3,8 +3,9 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from webapp.grading.selectors import FAILED, wait_for
+from webapp.grading.services import LaunchError, grading_launch
 from webapp.models import Batch
-from webapp.services.grading import FAILED, LaunchError, grading_launch, wait_for
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count
 
 from grading.rollouts import RolloutFormatError
-from webapp.services.imports import batch_import
+from webapp.batches.services import batch_import
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from webapp.services.grading import gradings_sweep
+from webapp.grading.services import gradings_sweep
 
 
 class Command(BaseCommand):

@@ -1,0 +1,45 @@
+"""`manage.py grade` and `manage.py sweep_gradings` (the --wait path runs with a real worker in tests/workers)."""
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from webapp.models import GradingRun
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def no_broker(monkeypatch):
+    monkeypatch.setattr("webapp.grading.services.enqueue", lambda *a, **k: 0)
+
+
+def test_grade_queues_the_mixed_groups(sample_batch, capsys):
+    call_command("grade", batch="sample", grader="heuristic")
+    run = GradingRun.objects.get()
+    mixed = sample_batch.groups.filter(label="mixed").count()
+    assert run.gradings.count() == mixed
+    assert f"run {run.pk}: {mixed} groups queued on 'cpu'" in capsys.readouterr().out
+
+
+def test_grade_says_when_there_is_nothing_to_grade(sample_batch, capsys):
+    call_command("grade", batch="sample")
+    call_command("grade", batch="sample")
+    assert "nothing to grade" in capsys.readouterr().out
+    assert GradingRun.objects.count() == 1
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"batch": "nope"}, "no batch named 'nope'"),
+    ({"batch": "sample", "config": "{"}, "--config is not JSON"),
+    ({"batch": "sample", "config": "[]"}, "--config must be a JSON object"),
+    ({"batch": "sample", "grader": "unknown"}, "unknown grader 'unknown'"),
+])
+def test_grade_reports_bad_arguments(sample_batch, options, message):
+    with pytest.raises(CommandError, match=message):
+        call_command("grade", **options)
+
+
+def test_sweep_gradings_reports_what_it_did(db, capsys):
+    call_command("sweep_gradings", stuck_after=60, resend_after=60)
+    assert capsys.readouterr().out.strip() == "0 re-queued, 0 failed, 0 re-sent"

@@ -1,0 +1,219 @@
+"""Grading services called in this process, as a worker would call them."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.workers.conftest import SCRIPTED, make_batch
+from webapp.grading.selectors import batch_grading_status
+from webapp.grading.services import LaunchError, grading_launch, gradings_retry_failed, gradings_sweep
+from webapp.grading.worker import gradings_process
+from webapp.models import Grading, GradingRun
+
+pytestmark = pytest.mark.django_db
+
+QUEUED, RUNNING, DONE, FAILED = (Grading.Status.QUEUED, Grading.Status.RUNNING, Grading.Status.DONE,
+                                 Grading.Status.FAILED)
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """The messages services send: (grading ids, queue, countdown), instead of a broker."""
+    messages = []
+
+    def enqueue(ids, queue, *, countdown=None):
+        messages.append((list(ids), queue, countdown))
+        return 1
+
+    monkeypatch.setattr("webapp.grading.services.enqueue", enqueue)
+    return messages
+
+
+def launch(batch, grader="heuristic", config=None, **kwargs):
+    return grading_launch(batch=batch, grader=grader, config=config or {}, **kwargs)
+
+
+def process_all(run):
+    return gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
+
+
+def test_launch_queues_one_grading_per_mixed_group_and_sends_them_after_commit(
+        tmp_path, sent, researcher, django_capture_on_commit_callbacks):
+    batch = make_batch(tmp_path, "b", 3)
+    with django_capture_on_commit_callbacks(execute=True):
+        result = launch(batch, user=researcher)
+    run = result.run
+    assert (result.queued, result.skipped, run.queue, run.created_by) == (3, 0, "cpu", researcher)
+    assert set(run.gradings.values_list("group__group_id", flat=True)) == {"b-0000", "b-0001", "b-0002"}
+    assert set(run.gradings.values_list("status", "attempts")) == {(QUEUED, 0)}
+    assert sent == [(sorted(run.gradings.values_list("pk", flat=True)), "cpu", None)]
+
+
+def test_launch_sends_nothing_before_the_transaction_commits(tmp_path, sent):
+    launch(make_batch(tmp_path, "b", 2))
+    assert sent == []  # this test's transaction never commits
+
+
+def test_launch_skips_groups_already_graded_unless_asked_to_regrade(tmp_path, sent):
+    batch = make_batch(tmp_path, "b", 2)
+    process_all(launch(batch).run)
+    again = launch(batch)
+    assert (again.run, again.queued, again.skipped) == (None, 0, 2)
+    assert launch(batch, regrade=True).queued == 2
+
+
+def test_launch_skips_groups_with_grading_in_progress_even_when_regrading(tmp_path, sent):
+    batch = make_batch(tmp_path, "b", 2)
+    launch(batch)
+    assert launch(batch, regrade=True).queued == 0
+
+
+def test_launch_refuses_an_unknown_grader(tmp_path):
+    with pytest.raises(LaunchError, match="unknown grader 'nope'"):
+        launch(make_batch(tmp_path, "b", 1), grader="nope")
+    assert not GradingRun.objects.exists()
+
+
+def test_processing_grades_and_records_the_result(tmp_path, sent):
+    run = launch(make_batch(tmp_path, "b", 2)).run
+    result = process_all(run)
+    assert len(result.done) == 2 and result.failed == result.retrying == result.lost == []
+    grading = run.gradings.first()
+    assert (grading.status, grading.attempts, grading.error) == (DONE, 1, "")
+    assert grading.grader_version.startswith("heuristic-1-")
+    assert grading.tiers == [["t1", "t2"]]  # identical patches tie
+    assert set(grading.rationales) == {"t1", "t2"}
+    assert grading.duration_s > 0 and grading.finished_at and grading.claimed_at
+    run.refresh_from_db()
+    assert run.grader_version == grading.grader_version
+
+
+def test_a_second_delivery_of_the_same_task_claims_nothing(tmp_path, sent):
+    run = launch(make_batch(tmp_path, "b", 2)).run
+    process_all(run)
+    before = list(run.gradings.values())
+    assert process_all(run).claimed == []
+    assert list(run.gradings.values()) == before
+
+
+def test_a_result_is_not_written_when_the_claim_moved_on(tmp_path, sent, monkeypatch):
+    run = launch(make_batch(tmp_path, "b", 1)).run
+    grading = run.gradings.get()
+
+    def slow_grader_swept_meanwhile(grader, views):
+        # While this worker grades, the sweep hands the grading to another one.
+        Grading.objects.filter(pk=grading.pk).update(status=QUEUED, claim_token="")
+        return grader.rank_many(views)
+
+    monkeypatch.setattr("webapp.grading.worker._rank", slow_grader_swept_meanwhile)
+    result = process_all(run)
+    assert result.lost == [grading.pk] and result.done == []
+    grading.refresh_from_db()
+    assert (grading.status, grading.tiers) == (QUEUED, None)
+
+
+def test_a_permanent_error_fails_the_group_without_retry(tmp_path, sent):
+    run = launch(make_batch(tmp_path, "b", 3), grader=SCRIPTED, config={"fail_on": "b-0001"}).run
+    result = process_all(run)
+    assert (len(result.done), len(result.failed)) == (2, 1)
+    failed = run.gradings.get(status=FAILED)
+    assert failed.group.group_id == "b-0001" and "cannot grade b-0001" in failed.error
+    assert sent == []
+
+
+def test_a_transient_error_is_retried_with_backoff_until_attempts_run_out(
+        tmp_path, sent, settings, django_capture_on_commit_callbacks):
+    settings.GAGAR_GRADING_MAX_ATTEMPTS = 2
+    run = launch(make_batch(tmp_path, "b", 1), grader=SCRIPTED, config={"transient_on": "b-"}).run
+    grading = run.gradings.get()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert process_all(run).retrying == [grading.pk]
+    grading.refresh_from_db()
+    assert (grading.status, grading.attempts) == (QUEUED, 1)
+    assert grading.error == "attempt 1 failed, retrying: backend busy for b-0000"
+    assert sent[-1][:2] == ([grading.pk], "gpu") and 2.5 <= sent[-1][2] <= 5
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert process_all(run).failed == [grading.pk]
+    grading.refresh_from_db()
+    assert (grading.status, grading.attempts) == (FAILED, 2)
+    assert grading.error == "gave up after 2 attempts: backend busy for b-0000"
+
+
+def test_a_grader_bug_on_one_group_fails_only_that_group(tmp_path, sent):
+    run = launch(make_batch(tmp_path, "b", 3), grader=SCRIPTED, config={"crash_on": "b-0002"}).run
+    process_all(run)
+    assert dict(run.gradings.values_list("group__group_id", "status")) == {
+        "b-0000": DONE, "b-0001": DONE, "b-0002": FAILED}
+    assert run.gradings.get(status=FAILED).error == "ValueError: grader bug on b-0002"
+
+
+def test_an_invalid_ranking_fails_the_group(tmp_path, sent):
+    run = launch(make_batch(tmp_path, "b", 1), grader=SCRIPTED, config={"invalid_on": "b-"}).run
+    process_all(run)
+    grading = run.gradings.get()
+    assert grading.status == FAILED
+    assert grading.error.startswith("invalid ranking from scripted: ")
+
+
+def test_a_grader_that_cannot_load_fails_every_group_of_its_run(tmp_path, sent):
+    run = launch(make_batch(tmp_path, "b", 2), grader="tests.workers.graders:Missing").run
+    process_all(run)
+    assert set(run.gradings.values_list("status", flat=True)) == {FAILED}
+    assert "cannot load grader" in run.gradings.first().error
+
+
+def test_the_sweep_requeues_stuck_gradings_fails_those_out_of_attempts_and_resends_stale_ones(tmp_path, sent):
+    run = launch(make_batch(tmp_path, "b", 3)).run
+    stuck, spent, stale = run.gradings.order_by("pk")
+    long_ago = timezone.now() - timedelta(hours=3)
+    Grading.objects.filter(pk=stuck.pk).update(status=RUNNING, attempts=1, claimed_at=long_ago, claim_token="x")
+    Grading.objects.filter(pk=spent.pk).update(status=RUNNING, attempts=3, claimed_at=long_ago, claim_token="y")
+    Grading.objects.filter(pk=stale.pk).update(queued_at=long_ago)
+
+    sweep = gradings_sweep(stuck_after=3600, resend_after=3600)
+    assert (sweep.requeued, sweep.failed, sweep.resent) == (1, 1, 1)
+    stuck.refresh_from_db(), spent.refresh_from_db(), stale.refresh_from_db()
+    assert (stuck.status, stuck.claim_token) == (QUEUED, "")
+    assert spent.status == FAILED and "gave up after 3 attempts" in spent.error
+    assert stale.queued_at > long_ago
+    assert sorted(pk for ids, _, _ in sent for pk in ids) == sorted([stuck.pk, stale.pk])
+    assert gradings_sweep(stuck_after=3600, resend_after=3600) == type(sweep)(0, 0, 0)
+
+
+def test_retrying_failed_gradings_queues_them_with_fresh_attempts(
+        tmp_path, sent, django_capture_on_commit_callbacks):
+    batch = make_batch(tmp_path, "b", 2)
+    run = launch(batch, grader=SCRIPTED, config={"fail_on": "b-0001"}).run
+    process_all(run)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert gradings_retry_failed(batch=batch) == 1
+    grading = run.gradings.get(group__group_id="b-0001")
+    assert (grading.status, grading.error, grading.attempt_limit) == (QUEUED, "", 1 + 3)
+    assert sent == [([grading.pk], "gpu", None)]
+    assert gradings_retry_failed(batch=batch) == 0
+
+
+def test_status_counts_per_run_newest_first_with_failures(tmp_path, sent):
+    batch = make_batch(tmp_path, "b", 3)
+    first = launch(batch, grader=SCRIPTED, config={"fail_on": "b-0000"}).run
+    process_all(first)
+    second = launch(batch, regrade=True).run
+    [newest, older] = batch_grading_status(batch)
+    assert (newest.run, older.run) == (second, first)
+    assert newest.counts == {QUEUED: 3, RUNNING: 0, DONE: 0, FAILED: 0} and newest.active
+    assert older.counts == {QUEUED: 0, RUNNING: 0, DONE: 2, FAILED: 1} and not older.active
+    assert [f["group__group_id"] for f in older.failures] == ["b-0000"]
+
+
+def test_a_launch_chooses_its_queue_in_one_place(settings):
+    from webapp.grading.services import grader_profile
+
+    settings.GAGAR_GRADER_QUEUES = {SCRIPTED: "cpu"}
+    assert grader_profile("heuristic").queue == "cpu"  # the profile's own
+    assert grader_profile(SCRIPTED).queue == "cpu"  # GAGAR_GRADER_QUEUES
+    assert grader_profile("tests.workers.graders:Other").queue == "gpu"  # not listed
+    assert grader_profile("heuristic", queue="gpu").queue == "gpu"  # the command line's --queue
+    with pytest.raises(LaunchError, match="unknown queue 'fast'"):
+        grader_profile("heuristic", queue="fast")

@@ -1,0 +1,208 @@
+"""The grading panel with the plain Django client: fragment and page, roles, forms."""
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from webapp.grading.services import grading_launch
+from webapp.grading.worker import gradings_process
+from webapp.models import Grading, GradingRun, GradingTranscript
+
+pytestmark = pytest.mark.django_db
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture(autouse=True)
+def no_broker(monkeypatch):
+    sent = []
+    monkeypatch.setattr("webapp.grading.services.enqueue", lambda ids, queue, **kw: sent.append(list(ids)))
+    return sent
+
+
+def login(client, user):
+    client.force_login(user)
+    return client
+
+
+def panel(batch):
+    return reverse("grading_panel", args=[batch.pk])
+
+
+def test_it_redirects_anonymous_users_to_login(client, sample_batch):
+    response = client.get(panel(sample_batch))
+    assert response.status_code == 302 and response.url.startswith(reverse("login"))
+
+
+def test_it_refuses_users_without_a_role(client, outsider, sample_batch):
+    assert login(client, outsider).get(panel(sample_batch)).status_code == 403
+
+
+@pytest.mark.parametrize("role", ["researcher", "annotator", "auditor"])
+def test_every_role_may_read_it(client, request, role, sample_batch):
+    response = login(client, request.getfixturevalue(role)).get(panel(sample_batch))
+    assert response.status_code == 200
+
+
+def test_without_htmx_it_is_a_full_page_and_with_htmx_a_fragment(client, researcher, sample_batch):
+    login(client, researcher)
+    page = client.get(panel(sample_batch)).content.decode()
+    fragment = client.get(panel(sample_batch), **HTMX).content.decode()
+    assert page.startswith("<!doctype html>") and "<html" not in fragment
+    assert 'id="grading-body"' in page and 'id="grading-body"' in fragment
+
+
+def test_only_researchers_see_the_forms(client, researcher, annotator, sample_batch):
+    assert "Launch grading" in login(client, researcher).get(panel(sample_batch)).content.decode()
+    client.logout()
+    body = login(client, annotator).get(panel(sample_batch)).content.decode()
+    assert "Launch grading" not in body and "Save redistribution config" not in body
+
+
+def test_it_polls_only_while_something_is_queued_or_running(client, researcher, sample_batch):
+    login(client, researcher)
+    assert 'hx-trigger="every 2s"' not in client.get(panel(sample_batch), **HTMX).content.decode()
+    run = grading_launch(batch=sample_batch, grader="heuristic").run
+    body = client.get(panel(sample_batch), **HTMX).content.decode()
+    assert 'hx-trigger="every 2s"' in body and "The histograms appear when grading has finished" in body
+    gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
+    body = client.get(panel(sample_batch), **HTMX).content.decode()
+    assert 'hx-trigger="every 2s"' not in body
+    assert "<svg" in body and "GRPO (before)" in body and "Redistributed (after)" in body
+
+
+def test_failures_show_their_error_escaped(client, researcher, sample_batch):
+    run = grading_launch(batch=sample_batch, grader="tests.workers.graders:ScriptedGrader",
+                         config={"fail_on": "invoicekit-001"}).run
+    gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
+    body = login(client, researcher).get(panel(sample_batch)).content.decode()
+    assert "cannot grade invoicekit-001: &lt;script&gt;alert(1)&lt;/script&gt; is not a patch" in body
+    assert "<script>alert(1)" not in body
+    assert "Retry failed" in body
+
+
+def test_launch_rejects_get_and_non_researchers(client, annotator, sample_batch):
+    url = reverse("grading_launch", args=[sample_batch.pk])
+    assert client.post(url, {"grader": "heuristic"}).status_code == 302  # anonymous: to login
+    login(client, annotator)
+    assert client.post(url, {"grader": "heuristic"}).status_code == 403
+    assert client.get(url).status_code == 405
+    assert not GradingRun.objects.exists()
+
+
+def test_a_researcher_launches_grading_of_the_mixed_groups(client, researcher, sample_batch, no_broker):
+    login(client, researcher)
+    response = client.post(reverse("grading_launch", args=[sample_batch.pk]), {"grader": "heuristic"})
+    assert response.status_code == 302 and response.url == panel(sample_batch)
+    run = GradingRun.objects.get()
+    mixed = sample_batch.groups.filter(label="mixed").count()
+    assert (run.grader, run.created_by, run.gradings.count()) == ("heuristic", researcher, mixed)
+    assert f"Queued {mixed} groups for heuristic." in client.get(response.url).content.decode()
+
+
+def test_launch_over_htmx_answers_with_the_panel(client, researcher, sample_batch):
+    login(client, researcher)
+    response = client.post(reverse("grading_launch", args=[sample_batch.pk]), {"grader": "heuristic"}, **HTMX)
+    body = response.content.decode()
+    assert response.status_code == 200 and 'id="grading-body"' in body and "Queued" in body
+
+
+def test_launch_needs_the_csrf_token(researcher, sample_batch):
+    from django.test import Client
+
+    client = login(Client(enforce_csrf_checks=True), researcher)
+    assert client.post(reverse("grading_launch", args=[sample_batch.pk]), {"grader": "heuristic"}).status_code == 403
+
+
+def test_launch_of_an_unknown_profile_shows_the_error(client, researcher, sample_batch):
+    login(client, researcher)
+    response = client.post(reverse("grading_launch", args=[sample_batch.pk]), {"grader": "gpt-9"})
+    assert response.status_code == 400 and "Select a valid choice" in response.content.decode()
+    assert not GradingRun.objects.exists()
+
+
+def test_the_launch_form_offers_the_profiles_of_the_graders_file(client, researcher, sample_batch, tmp_path,
+                                                                  monkeypatch):
+    graders = tmp_path / "graders.toml"
+    graders.write_text('[graders.tiny-cpu]\nbackend = "transformers"\nmodel = "/models/tiny"\n')
+    monkeypatch.setenv("GAGAR_GRADERS", str(graders))
+    login(client, researcher)
+    page = client.get(reverse("grading_panel", args=[sample_batch.pk])).content.decode()
+    assert "tiny-cpu (transformers, cpu queue)" in page and "heuristic" in page
+
+
+def test_a_broken_graders_file_is_shown_not_hidden(client, researcher, sample_batch, tmp_path, monkeypatch):
+    graders = tmp_path / "graders.toml"
+    graders.write_text('[graders.tiny-cpu]\nqueue = "tpu"\n')
+    monkeypatch.setenv("GAGAR_GRADERS", str(graders))
+    login(client, researcher)
+    page = client.get(reverse("grading_panel", args=[sample_batch.pk])).content.decode()
+    assert "graders.tiny-cpu.queue: must be one of cpu, gpu" in page
+
+
+def test_retry_queues_the_failed_gradings(client, researcher, sample_batch):
+    run = grading_launch(batch=sample_batch, grader="tests.workers.graders:ScriptedGrader",
+                         config={"fail_on": "invoicekit-001"}).run
+    gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
+    login(client, researcher)
+    response = client.post(reverse("grading_retry", args=[sample_batch.pk]), **HTMX)
+    assert "Queued 1 failed gradings again." in response.content.decode()
+    assert not run.gradings.filter(status=Grading.Status.FAILED).exists()
+
+
+def test_a_researcher_sets_the_redistribution_config(client, researcher, sample_batch):
+    login(client, researcher)
+    url = reverse("advantage_config", args=[sample_batch.pk])
+    response = client.post(url, {"schedule": "top_m", "m": "2", "w_min": "0.3", "w_flag": "0.1",
+                                 "flag_names": ["reward_hacking"], "norm_by_std": "on", "unbiased_std": "on"})
+    assert response.status_code == 302
+    sample_batch.refresh_from_db()
+    assert sample_batch.advantage_config == {
+        "schedule": "top_m", "params": {"m": 2, "w_min": 0.3}, "norm_by_std": True, "unbiased_std": True,
+        "w_flag": 0.1, "flag_names": ["reward_hacking"]}
+
+
+def test_an_invalid_redistribution_config_is_refused(client, researcher, annotator, sample_batch):
+    url = reverse("advantage_config", args=[sample_batch.pk])
+    before = dict(sample_batch.advantage_config)
+    login(client, researcher)
+    response = client.post(url, {"schedule": "linear", "w_min": "7"})
+    assert response.status_code == 400 and "w_min must be in (0, 1]" in response.content.decode()
+    client.logout()
+    assert login(client, annotator).post(url, {"schedule": "linear", "w_min": "0.5"}).status_code == 403
+    sample_batch.refresh_from_db()
+    assert sample_batch.advantage_config == before
+
+
+def test_the_panel_has_no_inline_script_or_style(client, researcher, sample_batch):
+    body = login(client, researcher).get(panel(sample_batch), **HTMX).content.decode()
+    assert "<script" not in body and "style=" not in body and "<style" not in body
+
+
+def test_the_grading_page_shows_the_graders_conversation_escaped(client, researcher, sample_batch):
+    group = sample_batch.groups.filter(label="mixed").first()
+    run = GradingRun.objects.create(batch=sample_batch, grader="tiny-cpu", config={})
+    grading = Grading.objects.create(run=run, group=group, status=Grading.Status.DONE, grader_version="tiny:p1",
+                                     queued_at=timezone.now(),
+                                     tokens=42, usage={"prompt_tokens": 30, "completion_tokens": 12})
+    GradingTranscript.objects.create(grading=grading, messages=[
+        {"run": 0, "turn": 1, "role": "assistant", "content": '{"tool": "view_patch"}',
+         "action": {"tool": "view_patch"}, "tokens": 12},
+        {"run": 0, "turn": 1, "role": "tool", "tool": "view_patch", "content": "<script>alert(1)</script>"},
+        {"run": 0, "event": "result"},
+    ])
+    login(client, researcher)
+    page = client.get(reverse("grading_detail", args=[grading.pk])).content.decode()
+    assert "tiny:p1" in page and "calls view_patch" in page and "42" in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert(1)" not in page
+
+
+def test_a_blind_annotator_cannot_open_the_grading_before_ranking(client, annotator, sample_batch):
+    from webapp.models import AnnotationPolicy
+
+    AnnotationPolicy.objects.update_or_create(batch=sample_batch, defaults={"blind": True})
+    group = sample_batch.groups.filter(label="mixed").first()
+    run = GradingRun.objects.create(batch=sample_batch, grader="heuristic", config={})
+    grading = Grading.objects.create(run=run, group=group, status=Grading.Status.DONE, queued_at=timezone.now())
+    login(client, annotator)
+    assert client.get(reverse("grading_detail", args=[grading.pk])).status_code == 403

@@ -1,0 +1,117 @@
+"""Advantages follow the final rankings that grading produced."""
+
+import json
+
+import pytest
+from django.core.management import call_command
+
+from webapp.advantages import (
+    advantage_config_update,
+    advantage_histogram,
+    advantage_rows,
+    group_advantage_rows,
+)
+from webapp.grading.services import grading_launch
+from webapp.grading.worker import gradings_process
+from webapp.models import Group
+from webapp.rankings import final_rankings
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def graded(sample_batch, monkeypatch):
+    monkeypatch.setattr("webapp.grading.services.enqueue", lambda *a, **k: 0)
+    run = grading_launch(batch=sample_batch, grader="heuristic").run
+    gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
+    return sample_batch
+
+
+def rows_by_id(rows, group_id):
+    return {r["trajectory_id"]: r for r in rows if r["group_id"] == group_id}
+
+
+def test_ungraded_groups_keep_their_grpo_advantages(sample_batch):
+    rows = advantage_rows(sample_batch)
+    assert {r["source"] for r in rows} == {"none"}
+    assert all(r["advantage"] == r["grpo_advantage"] and r["rank"] is None for r in rows)
+
+
+def test_final_rankings_are_the_latest_done_grading_per_group(graded, monkeypatch):
+    mixed = list(Group.objects.filter(batch=graded, label="mixed").values_list("pk", flat=True))
+    first = final_rankings(mixed)
+    assert set(first) == set(mixed)
+    run = grading_launch(batch=graded, grader="heuristic", regrade=True).run
+    gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
+    latest = final_rankings(mixed)
+    assert {r.grading_id for r in latest.values()} == set(run.gradings.values_list("pk", flat=True))
+    assert all(r.source == "grader" and r.grader_version.startswith("heuristic-1-") for r in latest.values())
+
+
+def test_a_graded_group_shows_rank_factor_and_redistributed_advantage(graded):
+    group = Group.objects.get(batch=graded, group_id="invoicekit-001")
+    rows = {r["trajectory_id"]: r for r in group_advantage_rows(group)}
+    clean, refactor, failing = rows["r1"], rows["r3"], rows["r6"]
+    assert (clean["rank"], clean["source"]) == (1, "grader")
+    assert clean["grader_version"].startswith("heuristic-1-")
+    assert clean["factor"] > refactor["factor"]
+    assert clean["advantage"] > clean["grpo_advantage"] > refactor["advantage"]
+    assert failing["rank"] is None and failing["advantage"] == failing["grpo_advantage"]
+    passing = [r for r in rows.values() if r["passed"]]
+    assert sum(r["advantage"] for r in passing) == pytest.approx(sum(r["grpo_advantage"] for r in passing))
+    assert "out_of_scope_changes" in refactor["flags"]
+    ranking = final_rankings([group.pk])[group.pk]
+    assert "× the lines of the leanest fix" in ranking.rationales["r3"]
+    assert ranking.scores["r1"] > ranking.scores["r3"] and isinstance(ranking.scores["r3"], float)
+
+
+def test_w_flag_caps_the_factor_of_flagged_trajectories(graded):
+    before = rows_by_id(advantage_rows(graded), "invoicekit-006")
+    hack = next(t for t, r in before.items() if "reward_hacking" in r["flags"])
+    advantage_config_update(batch=graded, schedule="linear", params={"w_min": 0.5}, w_flag=0.05,
+                            flag_names=["reward_hacking"])
+    after = rows_by_id(advantage_rows(graded), "invoicekit-006")
+    assert after[hack]["factor"] == 0.05
+    assert after[hack]["advantage"] < before[hack]["advantage"]
+
+
+def test_the_scores_schedule_uses_the_graders_scores(graded):
+    advantage_config_update(batch=graded, schedule="scores", params={"temperature": 1.0})
+    rows = rows_by_id(advantage_rows(graded), "invoicekit-001")
+    assert rows["r1"]["factor"] == pytest.approx(1.0, abs=0.05)
+    assert 0 < rows["r3"]["factor"] < 0.1  # exp(-penalty)
+
+
+def test_an_invalid_config_is_refused_and_nothing_is_kept(graded):
+    config = dict(graded.advantage_config)
+    with pytest.raises(ValueError, match="w_min must be in"):
+        advantage_config_update(batch=graded, schedule="linear", params={"w_min": 3})
+    with pytest.raises(ValueError, match="unknown flags"):
+        advantage_config_update(batch=graded, schedule="linear", params={}, flag_names=["nope"])
+    graded.refresh_from_db()
+    assert graded.advantage_config == config
+
+
+def test_the_histogram_counts_mixed_trajectories_before_and_after(graded):
+    histogram = advantage_histogram(graded, bins=8)
+    mixed = [r for r in advantage_rows(graded) if r["label"] == "mixed"]
+    assert sum(histogram.before) == sum(histogram.after) == histogram.n == len(mixed)
+    assert len(histogram.edges) == 9
+    assert histogram.before != histogram.after
+
+
+def test_the_advantages_command_reports_grader_rankings(graded, capsys):
+    call_command("advantages", batch="sample", format="jsonl")
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    mixed = [r for r in rows if r["label"] == "mixed"]
+    assert {r["source"] for r in mixed} == {"grader"}
+    call_command("advantages", batch="sample", format="csv")
+    assert ",grader," in capsys.readouterr().out
+
+
+def test_the_advantages_command_keeps_the_batchs_flag_cap(graded, capsys):
+    advantage_config_update(batch=graded, schedule="linear", params={"w_min": 0.5}, w_flag=0.05,
+                            flag_names=["reward_hacking"])
+    call_command("advantages", batch="sample", format="jsonl", w_min=0.4)
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {r["factor"] for r in rows if "reward_hacking" in r["flags"]} == {0.05}

@@ -1,0 +1,68 @@
+"""The arrows of docs/architecture.md, read from the code's own imports."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FEATURES = ("batches", "review", "grading", "annotation")
+SHARED = ("models", "roles", "rankings", "advantages", "bulk", "jobs")
+
+
+def imports(path: Path) -> set[str]:
+    """Every module `path` imports, by dotted name (relative imports do not occur here)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def modules(folder: str):
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        yield path.relative_to(ROOT), imports(path)
+
+
+def under(name: str, *packages: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in packages)
+
+
+def test_the_pure_core_imports_nothing_of_the_app_or_its_frameworks():
+    bad = {str(path): sorted(n for n in names if under(n, "webapp", "workers", "django", "celery"))
+           for path, names in modules("grading")}
+    assert {path: names for path, names in bad.items() if names} == {}
+
+
+def test_the_web_app_never_imports_the_workers():
+    bad = {str(path): sorted(n for n in names if under(n, "workers")) for path, names in modules("webapp")}
+    assert {path: names for path, names in bad.items() if names} == {}
+
+
+def test_workers_call_services_and_the_job_definitions_only():
+    allowed = ("webapp.grading.services", "webapp.grading.worker", "webapp.jobs")
+    bad = {str(path): sorted(n for n in names if under(n, "webapp") and not under(n, *allowed))
+           for path, names in modules("workers")}
+    assert {path: names for path, names in bad.items() if names} == {}
+
+
+def test_the_shared_floor_imports_no_feature():
+    features = tuple(f"webapp.{f}" for f in FEATURES)
+    bad = {}
+    for name in SHARED:
+        path = ROOT / "webapp" / name
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+        for file in files:
+            found = sorted(n for n in imports(file) if under(n, *features))
+            if found:
+                bad[str(file.relative_to(ROOT))] = found
+    assert bad == {}
+
+
+def test_each_feature_folder_holds_its_views_urls_and_templates():
+    for feature in FEATURES:
+        folder = ROOT / "webapp" / feature
+        assert (folder / "views.py").is_file() and (folder / "urls.py").is_file(), feature
+        assert any((folder / "templates" / feature).glob("*.html")), feature
+        assert f'include("webapp.{feature}.urls")' in (ROOT / "webapp" / "urls.py").read_text()

@@ -1,0 +1,50 @@
+"""The schema and its migrations: a database made under an earlier layout of the models
+migrates forward with its data, and the models need no migration that is not written."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from webapp.models import Annotation, Batch, Grading, Group, Trajectory
+
+# The last migration before the models became a package split by feature.
+BEFORE_THE_SPLIT = [("webapp", "0004_lighter_trajectory_keys")]
+
+
+@pytest.mark.django_db
+def test_the_models_and_their_migrations_agree():
+    out = StringIO()
+    call_command("makemigrations", "webapp", "--check", "--dry-run", stdout=out)
+    assert "No changes detected" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_from_before_the_split_migrates_forward_with_its_data():
+    executor = MigrationExecutor(connection)
+    executor.migrate(BEFORE_THE_SPLIT)
+    old = executor.loader.project_state(BEFORE_THE_SPLIT).apps
+    user = old.get_model("auth", "User").objects.create(username="rita")
+    batch = old.get_model("webapp", "Batch").objects.create(name="run-7/step-120", n_groups=1)
+    group = old.get_model("webapp", "Group").objects.create(batch=batch, group_id="g1", label="mixed")
+    for tid, reward in (("t1", 1.0), ("t2", 0.0)):
+        old.get_model("webapp", "Trajectory").objects.create(
+            batch=batch, group=group, trajectory_id=tid, reward=reward, passed=bool(reward), content_hash=tid)
+    run = old.get_model("webapp", "GradingRun").objects.create(batch=batch, grader="heuristic", queue="cpu")
+    grading = old.get_model("webapp", "Grading").objects.create(
+        run=run, group=group, status="done", queued_at="2026-11-01T00:00:00Z", tiers=[["t1"]])
+    old.get_model("webapp", "Annotation").objects.create(
+        group=group, version=1, based_on_version=0, user=user, tiers=[["t1"]], grading=grading)
+
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+    batch = Batch.objects.get(name="run-7/step-120")
+    assert batch.advantage_config["schedule"] == "linear"
+    assert list(Trajectory.objects.filter(group__batch=batch).order_by("trajectory_id")
+                .values_list("trajectory_id", "passed")) == [("t1", True), ("t2", False)]
+    assert Grading.objects.get(group__group_id="g1").tiers == [["t1"]]
+    annotation = Annotation.objects.get(group=Group.objects.get(group_id="g1"))
+    assert (annotation.version, annotation.user.username, annotation.grading_id) == (1, "rita", grading.pk)

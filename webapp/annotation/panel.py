@@ -1,0 +1,137 @@
+"""The ranking part of the group page: final ranking, grader verdict, editor, lease.
+
+Loaded with two queries (the grader's latest grading, the heads of the
+chains the user sees) on top of the group page's own; what the user may not
+see yet (blind review, other annotators' rankings under k-way overlap) is
+left out by `rankings.visible_ranking`, before any template sees it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grading.rankings import InvalidRanking, validate_ranking
+from webapp import rankings
+from webapp.advantages import AdvantageConfig, ranking_advantage_rows
+from webapp.annotation import editor as view
+from webapp.models import Annotation, AnnotationPolicy, Group
+from webapp.roles import may_annotate
+
+UNRANKED = "Rank every passing trajectory to see the redistribution; until then GRPO advantages stand."
+
+
+def preview_ranking(tiers, flags, passing) -> tuple[rankings.FinalRanking | None, str]:
+    """The ranking a preview computes advantages for, or None and why not."""
+    ranked = {tid for tier in tiers for tid in tier}
+    if set(passing) - ranked:
+        return None, UNRANKED
+    try:
+        tiers = validate_ranking(tiers, passing)
+    except InvalidRanking as error:
+        return None, f"Not a ranking of this group: {error}."
+    return rankings.FinalRanking(tiers=tiers, flags={tid: tuple(names) for tid, names in flags.items()},
+                                 scores=None, source="preview", grading_id=None, grader_version=""), ""
+
+
+@dataclass
+class RankingPage:
+    group: Group
+    policy: AnnotationPolicy
+    seen: rankings.VisibleRanking
+    can_edit: bool
+    grader: rankings.FinalRanking | None  # None when there is none or it is hidden
+    final: rankings.FinalRanking | None  # None when there is none or it is hidden
+    final_head: Annotation | None
+    own_head: Annotation | None
+    advantages: dict[str, dict]
+    start: view.Start
+    based_on_version: int
+    grading_id: int | None
+    error: str = ""
+    editor: view.Editor | None = None
+    tau: float | None = None
+    tau_label: str = ""
+    final_lines: list = field(default_factory=list)
+    start_preview: view.Preview | None = None
+
+    @classmethod
+    def load(cls, user, group: Group, trajectories, *, submitted=None, error: str = "") -> RankingPage:
+        """`group` comes from selectors.group_for_page (policy, lease and the user's ranking
+        annotated); `submitted` is a refused RankingInput to show again."""
+        seen = rankings.visible_ranking(user, group, ranked=group.my_version is not None)
+        final = seen.final
+        page = cls(
+            group=group, policy=seen.policy, seen=seen, can_edit=may_annotate(user), grader=seen.grader,
+            final=final, final_head=seen.final_head, own_head=seen.own_head,
+            advantages={r["trajectory_id"]: r for r in ranking_advantage_rows(group, final, trajectories)},
+            start=view.Start(), based_on_version=0, grading_id=None, error=error,
+        )
+        page._choose_start(submitted, user)
+        page._preview_start(trajectories)
+        page._agreement(group)
+        page.final_lines = view.tier_lines(final.tiers) if final else []
+        return page
+
+    @property
+    def chain_head(self) -> Annotation | None:
+        """The head of the chain this user's saves go to."""
+        return self.own_head if self.policy.independent else self.final_head
+
+    def _choose_start(self, submitted, user) -> None:
+        head = self.chain_head
+        self.based_on_version = head.version if head is not None else 0
+        self.grading_id = self.grader.grading_id if self.grader is not None else None
+        if submitted is not None:
+            self.start = submitted.start()
+            self.based_on_version = submitted.based_on_version
+            self.grading_id = submitted.grading_id
+        elif head is not None and head.tiers is not None:
+            mine = " (yours)" if head.user_id == user.pk else ""
+            self.start = view.Start(tiers=head.tiers, flags=head.flags, rationales=head.rationales,
+                                    group_rationale=head.group_rationale,
+                                    label=f"version {head.version} by {head.user.get_username()}{mine}")
+        elif not self.policy.independent and self.final is not None:
+            label = ("the grader's ranking" if self.final.source == "grader"
+                     else f"version {self.final.version} by {self.final.author}")
+            self.start = view.Start(tiers=self.final.tiers, flags=self.final.flags, label=label)
+
+    def _preview_start(self, trajectories) -> None:
+        if not self.can_edit or not trajectories:
+            return
+        passing = [t.trajectory_id for t in trajectories if t.passed]
+        ranking, problem = preview_ranking(self.start.tiers, self.start.flags, passing)
+        rows = ranking_advantage_rows(self.group, ranking, trajectories)
+        self.start_preview = view.preview(rows, self.start.tiers, problem=problem)
+
+    @property
+    def config(self) -> AdvantageConfig:
+        return AdvantageConfig.from_dict(self.group.batch.advantage_config)
+
+    def _agreement(self, group) -> None:
+        if self.grader is None:
+            return
+        if group.my_tiers:
+            self.tau = view.tau(group.my_tiers, self.grader.tiers)
+            self.tau_label = f"your ranking (version {group.my_version}) vs the grader"
+        elif self.final is not None and self.final.source == "human":
+            self.tau = view.tau(self.final.tiers, self.grader.tiers)
+            self.tau_label = f"final ranking (version {self.final.version}) vs the grader"
+
+    def attach(self, columns) -> None:
+        """Put the grader's verdict in each column and build the editor over them."""
+        view.grade_cells(columns, self.grader, hidden=self.grader is None)
+        if self.can_edit:
+            self.editor = view.build_editor(columns, self.start, based_on_version=self.based_on_version,
+                                            grading_id=self.grading_id, grader=self.grader, error=self.error)
+
+    @property
+    def blind_hidden(self) -> bool:
+        return self.seen.hide_grader
+
+    @property
+    def blind_revealed(self) -> bool:
+        return self.policy.blind and self.group.my_version is not None and self.grader is not None
+
+    @property
+    def history_size(self) -> int:
+        return max((h.version for h in (self.final_head, self.own_head) if h is not None), default=0)

@@ -1,0 +1,225 @@
+"""Reads of the batches pages: the list of batches, and one batch's groups.
+
+Listing a batch's groups uses keyset pagination over an indexed sort key
+((batch, group_id) is unique; (batch, pass_rate, id) and (batch, label, id)
+are indexed), so page 2,000 of 100,000 groups costs what page 1 does.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+
+from django.core.cache import cache
+from django.db.models import Count, Exists, OuterRef, Q
+
+from webapp.models import Annotation, Batch, Grading, Group
+from webapp.rankings import REVIEW_STATES, review_condition
+
+PAGE_SIZE = 50
+COUNT_LIMIT = 1000  # a filtered count stops here ("1000+"): counting 100,000 matches is a scan
+
+# sort name -> (column, descending); group_id is unique within a batch so it
+# needs no tie-breaker, the others are broken by id.
+SORTS = {
+    "group": ("group_id", False),
+    "-group": ("group_id", True),
+    "pass_rate": ("pass_rate", False),
+    "-pass_rate": ("pass_rate", True),
+}
+DEFAULT_SORT = "group"
+LISTING_FIELDS = ("id", "batch_id", "group_id", "task_id", "repo", "label", "n_trajectories", "n_passed",
+                  "pass_rate")
+
+
+def graded_condition() -> Q:
+    """Groups with a finished grading."""
+    return Q(Exists(Grading.objects.filter(group=OuterRef("pk"), status=Grading.Status.DONE)))
+
+
+@dataclass(frozen=True)
+class GroupFilter:
+    label: str = ""
+    pass_min: float | None = None
+    pass_max: float | None = None
+    graded: str = ""  # "", "yes", "no"
+    review: str = ""  # "", "overridden", "reviewed", "unreviewed"
+    q: str = ""
+    sort: str = DEFAULT_SORT
+
+    def apply(self, qs):
+        if self.label:
+            qs = qs.filter(label=self.label)
+        if self.pass_min is not None:
+            qs = qs.filter(pass_rate__gte=self.pass_min)
+        if self.pass_max is not None:
+            qs = qs.filter(pass_rate__lte=self.pass_max)
+        if self.graded:
+            qs = qs.filter(graded_condition() if self.graded == "yes" else ~graded_condition())
+        if self.review in REVIEW_STATES:
+            qs = qs.filter(review_condition(self.review))
+        if self.q:
+            qs = qs.filter(Q(group_id__icontains=self.q) | Q(task_id__icontains=self.q)
+                           | Q(statement__icontains=self.q))
+        return qs
+
+    @property
+    def is_filtered(self) -> bool:
+        return bool(self.label or self.pass_min is not None or self.pass_max is not None
+                    or self.graded or self.review or self.q)
+
+    def params(self) -> dict[str, str]:
+        """The non-default values, as query parameters."""
+        out = {}
+        for name in ("label", "graded", "review", "q"):
+            if getattr(self, name):
+                out[name] = getattr(self, name)
+        for name in ("pass_min", "pass_max"):
+            if getattr(self, name) is not None:
+                out[name] = f"{getattr(self, name):g}"
+        if self.sort != DEFAULT_SORT:
+            out["sort"] = self.sort
+        return out
+
+
+def encode_cursor(value, pk: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps([value, pk]).encode()).decode().rstrip("=")
+
+
+def decode_cursor(token: str):
+    """(value, pk) or None for anything malformed."""
+    try:
+        value, pk = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(pk, int) or not isinstance(value, str | int | float) or isinstance(value, bool):
+        return None
+    return value, pk
+
+
+def _after(qs, column: str, descending: bool, value, pk: int, unique: bool):
+    """Rows strictly after (value, pk) in the order (column, id), descending or not."""
+    op = "lt" if descending else "gt"
+    if unique:
+        return qs.filter(**{f"{column}__{op}": value})
+    # col >= v (a range the index can seek to) and then the tie broken by id
+    bound = "lte" if descending else "gte"
+    return qs.filter(**{f"{column}__{bound}": value}).filter(
+        Q(**{f"{column}__{op}": value}) | Q(**{f"id__{op}": pk})
+    )
+
+
+def _ordered(qs, column: str, descending: bool, reverse: bool = False):
+    prefix = "-" if descending != reverse else ""
+    if column == "group_id":  # unique in a batch: the (batch, group_id) index gives the order as it is
+        return qs.order_by(f"{prefix}{column}")
+    return qs.order_by(f"{prefix}{column}", f"{prefix}id")
+
+
+@dataclass
+class GroupPage:
+    groups: list
+    total: int
+    total_is_lower_bound: bool = False
+    next_cursor: str | None = None
+    prev_cursor: str | None = None
+    label_counts: dict = field(default_factory=dict)
+
+
+def group_page(batch: Batch, flt: GroupFilter, *, after: str = "", before: str = "",
+               size: int = PAGE_SIZE) -> GroupPage:
+    column, descending = SORTS.get(flt.sort, SORTS[DEFAULT_SORT])
+    unique = column == "group_id"
+    base = flt.apply(Group.objects.filter(batch=batch))
+    qs = base.only(*LISTING_FIELDS)
+    cursor = decode_cursor(before or after) if (before or after) else None
+    if cursor and before:
+        rows = list(_ordered(_after(qs, column, not descending, *cursor, unique), column, descending,
+                             reverse=True)[:size + 1])
+        has_prev, has_next = len(rows) > size, True
+        rows = rows[:size][::-1]
+    else:
+        if cursor:
+            qs = _after(qs, column, descending, *cursor, unique)
+        rows = list(_ordered(qs, column, descending)[:size + 1])
+        has_prev, has_next = cursor is not None, len(rows) > size
+        rows = rows[:size]
+    if flt.is_filtered:
+        total = base.order_by()[:COUNT_LIMIT + 1].count()
+        page = GroupPage(groups=rows, total=min(total, COUNT_LIMIT), total_is_lower_bound=total > COUNT_LIMIT)
+    else:
+        page = GroupPage(groups=rows, total=batch.n_groups)
+    if rows and has_next:
+        page.next_cursor = encode_cursor(getattr(rows[-1], column), rows[-1].pk)
+    if rows and has_prev:
+        page.prev_cursor = encode_cursor(getattr(rows[0], column), rows[0].pk)
+    return page
+
+
+def neighbours(group: Group, flt: GroupFilter) -> tuple[int | None, int | None]:
+    """Primary keys of the groups before and after `group` in the batch under `flt`."""
+    column, descending = SORTS.get(flt.sort, SORTS[DEFAULT_SORT])
+    unique = column == "group_id"
+    base = flt.apply(Group.objects.filter(batch_id=group.batch_id))
+    value = getattr(group, column)
+    nxt = _ordered(_after(base, column, descending, value, group.pk, unique), column, descending)
+    prev = _ordered(_after(base, column, not descending, value, group.pk, unique), column, descending,
+                    reverse=True)
+    return (prev.values_list("pk", flat=True).first(), nxt.values_list("pk", flat=True).first())
+
+
+def label_counts(batches) -> dict[int, dict[str, int]]:
+    """Groups per label for each batch. A batch's labels change only when an
+    import adds groups, so the counts are cached under its group count."""
+    keys = {b.pk: f"gagar:labels:{b.pk}:{b.created_at.timestamp()}:{b.n_groups}:{b.n_trajectories}"
+            for b in batches}
+    cached = cache.get_many(list(keys.values())) if keys else {}
+    out = {pk: cached[key] for pk, key in keys.items() if key in cached}
+    missing = [pk for pk in keys if pk not in out]
+    if missing:
+        fresh: dict[int, dict[str, int]] = {pk: {} for pk in missing}
+        rows = (Group.objects.filter(batch_id__in=missing).order_by()
+                .values_list("batch_id", "label").annotate(n=Count("id")))
+        for batch_id, label, n in rows:
+            fresh[batch_id][label] = n
+        cache.set_many({keys[pk]: counts for pk, counts in fresh.items()}, timeout=24 * 3600)
+        out.update(fresh)
+    return out
+
+
+def graded_counts(batch_ids) -> dict[int, int]:
+    """Groups with a finished grading, per batch."""
+    rows = (Grading.objects.filter(group__batch_id__in=list(batch_ids), status=Grading.Status.DONE).order_by()
+            .values_list("group__batch_id").annotate(n=Count("group_id", distinct=True)))
+    return dict(rows)
+
+
+def batches_overview():
+    batches = list(Batch.objects.select_related("created_by").defer("sources", "advantage_config"))
+    ids = [b.pk for b in batches]
+    labels = label_counts(batches)
+    graded = graded_counts(ids)
+    progress = annotation_progress(ids)
+    for b in batches:
+        b.review = progress[b.pk]
+        b.label_counts = [(value, name, labels.get(b.pk, {}).get(value, 0)) for value, name in Group.Label.choices]
+        b.n_mixed = labels.get(b.pk, {}).get(Group.Label.MIXED, 0)
+        b.graded = graded.get(b.pk, 0)
+    return batches
+
+
+def annotation_progress(batch_ids) -> dict[int, dict]:
+    """Per batch: mixed groups that some human ranked, and groups ranked per annotator."""
+    ids = list(batch_ids)
+    out = {pk: {"reviewed": 0, "by_user": []} for pk in ids}
+    rankings = Annotation.objects.filter(group__batch_id__in=ids, kind=Annotation.Kind.RANKING).order_by()
+    reviewed = (rankings.filter(group__label=Group.Label.MIXED).values_list("group__batch_id")
+                .annotate(n=Count("group_id", distinct=True)))
+    for batch_id, n in reviewed:
+        out[batch_id]["reviewed"] = n
+    per_user = (rankings.values_list("group__batch_id", "user__username")
+                .annotate(n=Count("group_id", distinct=True)).order_by("group__batch_id", "-n", "user__username"))
+    for batch_id, username, n in per_user:
+        out[batch_id]["by_user"].append((username, n))
+    return out

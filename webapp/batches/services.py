@@ -1,0 +1,298 @@
+"""Importing rollout files into a batch: whole or not at all.
+
+The files are streamed once: valid rollouts are inserted in large chunks
+inside one transaction while every error is collected; any error rolls the
+whole import back. Re-importing identical content is a no-op; different
+content for an existing trajectory is an error.
+"""
+
+import contextlib
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+from django.db import transaction
+
+from grading.advantages import LABELS, group_labels
+from grading.rollouts import (
+    ErrorLog,
+    Rollout,
+    RolloutFormatError,
+    legacy_content_hash,
+    read_rollouts,
+)
+from webapp.bulk import insert_rows
+from webapp.models import Batch, Group, Trajectory, Transcript
+
+CHUNK_SIZE = 2000
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    batch: Batch
+    created: bool
+    new_groups: int
+    new_trajectories: int
+    unchanged_trajectories: int
+
+    @property
+    def is_noop(self):
+        return self.new_trajectories == 0
+
+
+def batch_import(
+    *,
+    paths: Iterable[str | Path],
+    batch_name: str,
+    user=None,
+    pass_threshold: float = 1.0,
+    on_progress: Callable[[int], None] | None = None,
+) -> ImportResult:
+    """Import rollout files into the batch `batch_name`, creating it if needed.
+
+    Raises RolloutFormatError (nothing written) when any line is bad or
+    conflicts with what the batch already holds.
+    """
+    paths = [Path(p) for p in paths]
+    batch_name = batch_name.strip()
+    errors = ErrorLog()
+    if not batch_name:
+        errors.add("--batch", None, "batch", "a batch name is required")
+        raise RolloutFormatError(errors)
+    with transaction.atomic():
+        batch, created = Batch.objects.select_for_update().get_or_create(
+            name=batch_name, defaults={"created_by": user, "pass_threshold": pass_threshold}
+        )
+        if not created and batch.pass_threshold != pass_threshold:
+            errors.add(
+                "--pass-threshold", None, "pass_threshold",
+                f"batch {batch_name!r} was imported with pass threshold {batch.pass_threshold}",
+            )
+            raise RolloutFormatError(errors)
+        sorter = _Sorter(batch, errors)
+        writer = _BatchWriter(batch, sorter.existing_groups)
+        chunks = sorter.new_chunks(read_rollouts(paths, errors=errors, pass_threshold=pass_threshold))
+        # Files are read and checked in a thread, so that reading goes on while the
+        # database stores the previous chunk (waiting on it releases the GIL).
+        for count, chunk in _in_background(chunks):
+            writer.write(chunk)
+            if on_progress:
+                on_progress(count)
+        if errors:
+            transaction.set_rollback(True)
+            raise RolloutFormatError(errors)
+        if writer.new_trajectories:
+            _refresh_counts(batch, writer.touched_group_pks)
+            batch.sources = batch.sources + [p.name for p in paths]
+            batch.save()
+    return ImportResult(
+        batch=batch,
+        created=created,
+        new_groups=writer.new_groups,
+        new_trajectories=writer.new_trajectories,
+        unchanged_trajectories=sorter.unchanged,
+    )
+
+
+class _Sorter:
+    """Sorts rollouts against what the batch holds: unchanged, conflicting (an error), or
+    new. Reads the database only when created, so it can run in another thread."""
+
+    def __init__(self, batch: Batch, errors: ErrorLog):
+        self.batch_name = batch.name
+        self.errors = errors
+        self.existing_groups: dict[str, int] = dict(
+            Group.objects.filter(batch=batch).values_list("group_id", "pk")
+        )
+        self.existing_hashes: dict[tuple[str, str], str] = {
+            (g, t): h
+            for g, t, h in Trajectory.objects.filter(batch=batch).values_list(
+                "group__group_id", "trajectory_id", "content_hash"
+            )
+        }
+        self.unchanged = 0
+
+    def new_chunks(self, rollouts: Iterable[Rollout]) -> Iterator[tuple[int, list[Rollout]]]:
+        """(rollouts read so far, the new ones among them since the last chunk), every
+        CHUNK_SIZE rollouts read. After the first error nothing more is new: the import is
+        lost, and the files are read on only to report every error."""
+        count, new = 0, []
+        for count, rollout in enumerate(rollouts, start=1):
+            if self._is_new(rollout) and not self.errors:
+                new.append(rollout)
+            if count % CHUNK_SIZE == 0:
+                yield count, new
+                new = []
+        if new or count % CHUNK_SIZE:
+            yield count, new
+
+    def _is_new(self, rollout: Rollout) -> bool:
+        known = self.existing_hashes.get((rollout.group_id, rollout.trajectory_id))
+        if known is not None:
+            if known == rollout.content_hash or known == legacy_content_hash(rollout):
+                self.unchanged += 1
+            else:
+                self._error(rollout, "trajectory_id", "conflicts with the content already imported "
+                            f"into batch {self.batch_name!r} for this trajectory")
+            return False
+        if rollout.group_id in self.existing_groups:
+            self._error(rollout, "group_id", f"group already imported into batch "
+                        f"{self.batch_name!r}; its trajectories cannot change")
+            return False
+        return True
+
+    def _error(self, rollout: Rollout, field: str, reason: str) -> None:
+        self.errors.add(rollout.source, rollout.line, field, reason)
+
+
+class _BatchWriter:
+    """Writes chunks of new rollouts: their groups first, then trajectories and transcripts."""
+
+    def __init__(self, batch: Batch, group_pks: dict[str, int]):
+        self.batch = batch
+        self.group_pks = dict(group_pks)
+        self.groups_with_task: set[str] = set(
+            Group.objects.filter(batch=batch).exclude(task_id="").values_list("group_id", flat=True)
+        )
+        self.touched_group_pks: set[int] = set()
+        self.new_groups = 0
+        self.new_trajectories = 0
+
+    def write(self, rollouts: list[Rollout]) -> None:
+        if not rollouts:
+            return
+        self._create_groups(rollouts)
+        self._set_late_tasks(rollouts)
+        batch_pk = self.batch.pk
+        pks = insert_rows(
+            Trajectory,
+            [
+                {
+                    "batch_id": batch_pk,
+                    "group_id": self.group_pks[r.group_id],
+                    "trajectory_id": r.trajectory_id,
+                    "reward": r.reward,
+                    "passed": r.passed,
+                    "patch": r.patch,
+                    "metrics": r.metrics,
+                    "tests": r.tests,
+                    "meta": r.meta,
+                    "content_hash": r.content_hash,
+                }
+                for r in rollouts
+            ],
+        )
+        insert_rows(
+            Transcript,
+            [
+                {"trajectory_id": pk, "messages": r.messages}
+                for pk, r in zip(pks, rollouts, strict=True)
+                if r.messages is not None
+            ],
+        )
+        self.new_trajectories += len(rollouts)
+        self.touched_group_pks.update(self.group_pks[r.group_id] for r in rollouts)
+
+    def _create_groups(self, rollouts: list[Rollout]) -> None:
+        new: dict[str, dict] = {}
+        for r in rollouts:
+            if r.group_id not in self.group_pks and r.group_id not in new:
+                # Counts and label are set once the import is complete (_refresh_counts).
+                new[r.group_id] = {"batch_id": self.batch.pk, "group_id": r.group_id,
+                                   **_task_fields(r), "label": Group.Label.SINGLETON,
+                                   "n_trajectories": 0, "n_passed": 0, "pass_rate": 0.0}
+                if r.task is not None:
+                    self.groups_with_task.add(r.group_id)
+        self.group_pks.update(zip(new, insert_rows(Group, list(new.values())), strict=True))
+        self.new_groups += len(new)
+
+    def _set_late_tasks(self, rollouts: list[Rollout]) -> None:
+        """A group's task may arrive on a later line than its first trajectory."""
+        for r in rollouts:
+            if r.task is not None and r.group_id not in self.groups_with_task:
+                Group.objects.filter(pk=self.group_pks[r.group_id]).update(**_task_fields(r))
+                self.groups_with_task.add(r.group_id)
+
+
+def _in_background(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """Yield what `items` yields, computed in a thread at most `depth` items ahead.
+
+    An exception in the thread is raised here; when the caller stops early (or
+    fails), the thread is told to stop and joined before this returns.
+    """
+    ready: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if stop.is_set():
+                    return
+                ready.put((item, None))
+            ready.put((end, None))
+        except BaseException as exc:  # handed over to the caller's thread
+            ready.put((end, exc))
+
+    thread = threading.Thread(target=produce, name="import-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, exc = ready.get()
+            if exc is not None:
+                raise exc
+            if item is end:
+                return
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():  # unblock a put() waiting on a full queue
+            with contextlib.suppress(queue.Empty):
+                ready.get(timeout=0.05)
+        thread.join()
+
+
+def _task_fields(rollout: Rollout) -> dict:
+    task = rollout.task
+    if task is None:
+        return {"task_id": "", "statement": "", "repo": "", "base_commit": "",
+                "reference_patch": None, "task_extra": {}}
+    return {
+        "task_id": task.id,
+        "statement": task.statement,
+        "repo": task.repo,
+        "base_commit": task.base_commit,
+        "reference_patch": task.reference_patch,
+        "task_extra": task.extra,
+    }
+
+
+def _refresh_counts(batch: Batch, group_pks: set[int]) -> None:
+    """Recompute counts and labels of the groups an import touched, then the batch's."""
+    rows = np.array(
+        Trajectory.objects.filter(batch=batch).values_list("group_id", "passed"), dtype=np.int64
+    ).reshape(-1, 2)
+    group_pk, group_index = np.unique(rows[:, 0], return_inverse=True)
+    passed = rows[:, 1].astype(bool)
+    totals = np.bincount(group_index)
+    passes = np.bincount(group_index, weights=passed).astype(np.int64)
+    labels = group_labels(passed, group_index)
+    # Groups with the same counts get the same fields: one UPDATE per distinct
+    # (size, passes), a handful per batch, instead of a CASE per row.
+    same_counts: dict[tuple[int, int, int], list[int]] = {}
+    for i, pk in enumerate(group_pk.tolist()):
+        if pk in group_pks:
+            same_counts.setdefault((int(totals[i]), int(passes[i]), int(labels[i])), []).append(pk)
+    for (total, passes_, label), pks in same_counts.items():
+        for start in range(0, len(pks), CHUNK_SIZE):
+            Group.objects.filter(pk__in=pks[start:start + CHUNK_SIZE]).update(
+                n_trajectories=total, n_passed=passes_, pass_rate=passes_ / total, label=LABELS[label]
+            )
+    batch.n_groups = len(group_pk)
+    batch.n_trajectories = len(passed)
+    batch.n_passed = int(passed.sum())

@@ -1,0 +1,75 @@
+"""Reads of grading: the runs of a batch with their progress and failures."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db.models import Count
+
+from webapp.models import Batch, Grading, GradingRun, Group
+
+QUEUED, RUNNING, DONE, FAILED = (Grading.Status.QUEUED, Grading.Status.RUNNING,
+                                 Grading.Status.DONE, Grading.Status.FAILED)
+
+
+@dataclass
+class RunStatus:
+    run: GradingRun
+    counts: dict[str, int]
+    failures: list[dict]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def active(self) -> bool:
+        return bool(self.counts[QUEUED] or self.counts[RUNNING])
+
+    @property
+    def finished(self) -> int:
+        return self.counts[DONE] + self.counts[FAILED]
+
+
+def batch_grading_status(batch: Batch, *, runs: int = 5, failures: int = 50) -> list[RunStatus]:
+    """The latest `runs` grading runs of `batch`, newest first, with counts per status and
+    up to `failures` failed groups each."""
+    latest = list(GradingRun.objects.filter(batch=batch).order_by("-created_at", "-pk")[:runs])
+    counts = {run.pk: dict.fromkeys(Grading.Status.values, 0) for run in latest}
+    for run_pk, status, n in (Grading.objects.filter(run__in=latest).values("run_id", "status")
+                              .annotate(n=Count("id")).values_list("run_id", "status", "n")):
+        counts[run_pk][status] = n
+    out = []
+    for run in latest:
+        failed = list(Grading.objects.filter(run=run, status=FAILED).order_by("group__group_id")
+                      .values("pk", "group_id", "group__group_id", "error", "attempts")[:failures])
+        out.append(RunStatus(run=run, counts=counts[run.pk], failures=failed))
+    return out
+
+
+def wait_for(run_pks: Sequence[int], *, timeout: float | None = None, interval: float = 1.0,
+             on_progress=None) -> dict[str, int]:
+    """Block until no grading of `run_pks` is queued or running; return counts per status."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        counts = dict.fromkeys(Grading.Status.values, 0)
+        for status, n in (Grading.objects.filter(run_id__in=run_pks).values("status")
+                          .annotate(n=Count("id")).values_list("status", "n")):
+            counts[status] = n
+        if on_progress:
+            on_progress(counts)
+        if not (counts[QUEUED] or counts[RUNNING]):
+            return counts
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"still {counts[QUEUED]} queued and {counts[RUNNING]} running")
+        time.sleep(interval)
+
+
+def graded_share(batch: Batch) -> dict[str, int]:
+    """The batch's mixed groups, and how many of them have a finished grading."""
+    return {
+        "mixed": Group.objects.filter(batch=batch, label=Group.Label.MIXED).count(),
+        "graded": Group.objects.filter(batch=batch, gradings__status=DONE).distinct().count(),
+    }

@@ -1,0 +1,146 @@
+"""The grading panel of a batch: progress, failures, launch, retry, redistribution config.
+
+One view serves both the fragment the batch page loads with htmx and a full
+page for a browser without JavaScript. The panel polls itself only while
+something is queued or running. Writes are for researchers; POSTs answer an
+htmx request with the fresh panel and anything else with a redirect.
+"""
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from webapp.advantages import DEFAULT_FLAG_NAMES, AdvantageConfig, advantage_config_update, advantage_histogram
+from webapp.grading import selectors
+from webapp.grading.forms import AdvantageConfigForm, LaunchForm
+from webapp.grading.services import LaunchError, grading_launch, gradings_retry_failed
+from webapp.models import Batch, Grading, GradingTranscript
+from webapp.rankings import visible_ranking
+from webapp.roles import RESEARCHER, has_role, reader_required, role_required
+
+CHART_WIDTH, CHART_HEIGHT = 320, 64
+
+
+@require_GET
+@reader_required
+@vary_on_headers("HX-Request")
+def grading_panel(request, pk):
+    batch = get_object_or_404(Batch, pk=pk)
+    return _panel(request, batch)
+
+
+@require_POST
+@role_required(RESEARCHER)
+def grading_launch_view(request, pk):
+    batch = get_object_or_404(Batch, pk=pk)
+    form = LaunchForm(request.POST)
+    if not form.is_valid():
+        return _panel(request, batch, launch_form=form, status=400)
+    try:
+        launch = grading_launch(
+            batch=batch, grader=form.cleaned_data["grader"], user=request.user, regrade=form.cleaned_data["regrade"]
+        )
+    except LaunchError as error:
+        form.add_error(None, str(error))
+        return _panel(request, batch, launch_form=form, status=400)
+    if launch.run is None:
+        notice = f"Nothing to grade: {launch.skipped} mixed groups are already graded or in progress."
+    else:
+        notice = f"Queued {launch.queued} groups for {launch.run.grader}."
+    return _done(request, batch, notice)
+
+
+@require_POST
+@role_required(RESEARCHER)
+def grading_retry_view(request, pk):
+    batch = get_object_or_404(Batch, pk=pk)
+    n = gradings_retry_failed(batch=batch)
+    return _done(request, batch, f"Queued {n} failed gradings again." if n else "No failed gradings to retry.")
+
+
+@require_POST
+@role_required(RESEARCHER)
+def advantage_config_view(request, pk):
+    batch = get_object_or_404(Batch, pk=pk)
+    form = AdvantageConfigForm(request.POST)
+    if form.is_valid():
+        try:
+            advantage_config_update(batch=batch, **form.config_fields())
+        except ValueError as error:
+            form.add_error(None, str(error))
+    if form.errors:
+        return _panel(request, batch, config_form=form, status=400)
+    return _done(request, batch, "Redistribution config saved.")
+
+
+def _done(request, batch, notice):
+    if request.htmx:
+        return _panel(request, batch, notice=notice)
+    messages.success(request, notice)
+    return redirect("grading_panel", batch.pk)
+
+
+def _panel(request, batch, *, launch_form=None, config_form=None, notice=None, status=200):
+    runs = selectors.batch_grading_status(batch)
+    active = any(r.active for r in runs)
+    config = AdvantageConfig.from_dict(batch.advantage_config)
+    context = {
+        "batch": batch,
+        "runs": runs,
+        "active": active,
+        **selectors.graded_share(batch),
+        "any_failed": any(r.counts[Grading.Status.FAILED] for r in runs),
+        "can_write": has_role(request.user, RESEARCHER),
+        "launch_form": launch_form or LaunchForm(),
+        "config_form": config_form or AdvantageConfigForm.for_config(config),
+        "config": config,
+        "default_flags": DEFAULT_FLAG_NAMES,
+        "charts": None if active else _charts(advantage_histogram(batch)),
+        "notice": notice,
+    }
+    # htmx does not swap 4xx answers: errors go back as 200 so the form shows them.
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "grading/_panel.html", context)
+    return render(request, "grading/page.html", context, status=status)
+
+
+def _charts(histogram):
+    """Bars for the two histograms, in SVG user units, on one shared y scale."""
+    if not histogram.n:
+        return None
+    top = max(max(histogram.before), max(histogram.after), 1)
+    width = CHART_WIDTH / len(histogram.before)
+
+    def bars(counts):
+        out = []
+        for i, count in enumerate(counts):
+            height = CHART_HEIGHT * count / top
+            out.append({"x": round(i * width + 0.5, 2), "w": round(max(width - 1, 0.5), 2),
+                        "y": round(CHART_HEIGHT - height, 2), "h": round(height, 2), "count": count,
+                        "low": histogram.edges[i], "high": histogram.edges[i + 1]})
+        return out
+
+    zero = None
+    low, high = histogram.edges[0], histogram.edges[-1]
+    if low < 0 < high:
+        zero = round(CHART_WIDTH * (0 - low) / (high - low), 2)
+    return {"width": CHART_WIDTH, "height": CHART_HEIGHT, "low": low, "high": high, "zero": zero,
+            "n": histogram.n, "series": [("GRPO (before)", "before", bars(histogram.before)),
+                                         ("Redistributed (after)", "after", bars(histogram.after))]}
+
+
+@require_GET
+@reader_required
+def grading_detail(request, pk):
+    """One grading of a group: who graded it, what it cost, and the grader's conversation
+    (its tool calls and what they returned). Hidden from a blind annotator until they rank."""
+    grading = get_object_or_404(Grading.objects.select_related("run", "group__batch"), pk=pk)
+    group = grading.group
+    if visible_ranking(request.user, group).hide_grader:
+        raise PermissionDenied("the grader's work is hidden until you save your ranking of this group")
+    transcript = GradingTranscript.objects.filter(grading=grading).values_list("messages", flat=True).first()
+    return render(request, "grading/detail.html", {
+        "grading": grading, "group": group, "entries": transcript or [],
+    })

@@ -1,0 +1,268 @@
+"""Processing gradings, in a worker: claim, grade, write the results.
+
+A task hands `gradings_process` the primary keys of a chunk of gradings. Each
+is claimed by one conditional UPDATE (queued -> running, attempts + 1, a fresh
+claim token) and its result written by another that matches that token, so a
+second delivery of the same message claims nothing and a worker whose grading
+was swept meanwhile writes nothing. A transient GraderError puts the grading
+back in the queue with a backoff until its attempts run out; a permanent one
+fails it with its message.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import random
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from grading.graders.base import Grade, Grader, GraderError, GroupView, TrajectoryView
+from grading.profiles import Profile, build_grader
+from grading.rankings import InvalidRanking, validate_ranking
+from webapp.grading import services as jobs
+from webapp.grading import sql
+from webapp.models import Grading, GradingRun, GradingTranscript, Transcript
+
+log = logging.getLogger(__name__)
+
+QUEUED, RUNNING, DONE, FAILED = jobs.QUEUED, jobs.RUNNING, jobs.DONE, jobs.FAILED
+RETRY_BACKOFF_S = 5
+RETRY_BACKOFF_MAX_S = 300
+ERROR_CHARS = 4000
+
+
+@dataclass
+class Processed:
+    """What one call of `gradings_process` did, by grading id."""
+
+    claimed: list[int] = field(default_factory=list)
+    done: list[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    retrying: list[int] = field(default_factory=list)
+    lost: list[int] = field(default_factory=list)  # the claim moved on before the result was written
+
+
+@functools.lru_cache(maxsize=8)
+def _grader(name: str, config_json: str) -> Grader:
+    """Graders are loaded once per worker process: an LLM backend loads a model."""
+    return build_grader(Profile(**json.loads(config_json)))
+
+
+@dataclass
+class _Claim:
+    """A grading this worker holds: what processing it needs, without model instances."""
+
+    pk: int
+    run: GradingRun
+    group: GroupView  # without trajectories: group_id, statement, repo
+    group_pk: int
+    attempts: int
+    attempt_limit: int
+    claimed_at: datetime
+
+
+def gradings_process(*, grading_ids: Sequence[int]) -> Processed:
+    """Claim the queued ones among `grading_ids`, grade them, write the results."""
+    token = uuid.uuid4().hex
+    result = Processed()
+    by_run: dict[int, list[_Claim]] = defaultdict(list)
+    for claim in _claim(grading_ids, token):
+        by_run[claim.run.pk].append(claim)
+        result.claimed.append(claim.pk)
+    for claims in by_run.values():
+        _process_run(claims, token, result)
+    return result
+
+
+def _claim(grading_ids: Sequence[int], token: str) -> list[_Claim]:
+    """Claim the queued ones among `grading_ids` under `token` in one conditional UPDATE, and
+    read what grading them needs: their groups and their runs."""
+    now = timezone.now()
+    with transaction.atomic():
+        sql.relax_commit()
+        claimed = Grading.objects.filter(pk__in=grading_ids, status=QUEUED).update(
+            status=RUNNING, attempts=F("attempts") + 1, claim_token=token, claimed_at=now,
+            finished_at=None,
+        )
+        if not claimed:
+            return []
+        # The token is new: the rows that carry it are the ones just claimed.
+        rows = sql.claimed_gradings(RUNNING, token)
+        runs = sql.claimed_runs(RUNNING, token)
+    return [_Claim(pk=pk, run=runs[run_pk], group_pk=group_pk, attempts=attempts, attempt_limit=limit,
+                   claimed_at=now, group=GroupView(group_id=group_id, statement=statement, repo=repo,
+                                                   trajectories=()))
+            for pk, run_pk, attempts, limit, group_pk, group_id, statement, repo in rows]
+
+
+def _process_run(claims: list[_Claim], token: str, result: Processed) -> None:
+    run = claims[0].run
+    try:
+        grader = _grader(run.grader, json.dumps(run.config, sort_keys=True))
+    except Exception as error:  # a grader that cannot load fails every group alike
+        if not isinstance(error, GraderError):
+            error = _unexpected(error)
+        _write(claims, [None] * len(claims), [error] * len(claims), token, result)
+        return
+    views = _views(claims, token, messages=grader.uses_messages, tests=grader.uses_tests)
+    try:
+        outcomes = _rank(grader, views)
+    except SoftTimeLimitExceeded:
+        outcomes = [GraderError("the task ran past its soft time limit", permanent=False)] * len(claims)
+    _write(claims, views, outcomes, token, result)
+
+
+def _rank(grader: Grader, views: list[GroupView]) -> list[Grade | GraderError]:
+    """`rank_many`; if it breaks on something other than a GraderError, grade one by one so
+    the group that breaks fails alone."""
+    try:
+        return grader.rank_many(views)
+    except SoftTimeLimitExceeded:
+        raise
+    except Exception as error:
+        if len(views) == 1:
+            return [_unexpected(error)]
+    outcomes: list[Grade | GraderError] = []
+    for view in views:
+        try:
+            outcomes.extend(grader.rank_many([view]))
+        except SoftTimeLimitExceeded:
+            raise
+        except Exception as error:
+            outcomes.append(_unexpected(error))
+    return outcomes
+
+
+def _unexpected(error: Exception) -> GraderError:
+    """A bug, not weather: retrying will not help."""
+    log.exception("grader raised %s", type(error).__name__)
+    return GraderError(f"{type(error).__name__}: {error}", permanent=True)
+
+
+def _views(claims: list[_Claim], token: str, *, messages: bool, tests: bool) -> list[GroupView]:
+    """The groups of `claims` (all of one run, claimed under `token`) with their trajectories;
+    transcripts and test evidence only for a grader that reads them."""
+    rows = sql.claimed_trajectories(RUNNING, token, claims[0].run.pk, tests=tests)
+    transcripts = {}
+    if messages:
+        transcripts = dict(Transcript.objects.filter(trajectory_id__in=[r[0] for r in rows])
+                           .values_list("trajectory_id", "messages"))
+    by_group: dict[int, list[TrajectoryView]] = defaultdict(list)
+    for pk, group_pk, tid, passed, reward, patch, metrics, *rest in rows:  # JSON columns come as text
+        by_group[group_pk].append(TrajectoryView(
+            trajectory_id=tid, passed=bool(passed), reward=reward, patch=patch, messages=transcripts.get(pk),
+            tests=json.loads(rest[0]) if rest and rest[0] is not None else None,
+            metrics=json.loads(metrics) or {},
+        ))
+    return [GroupView(group_id=c.group.group_id, statement=c.group.statement, repo=c.group.repo,
+                      trajectories=tuple(by_group[c.group_pk])) for c in claims]
+
+
+def _write(claims: list[_Claim], views: list, outcomes: list, token: str, result: Processed) -> None:
+    """Write every outcome under the claim `token`, in one transaction: results in one
+    conditional UPDATE (only rows still running under this claim), failures row by row."""
+    now = timezone.now()
+    done, failed, retry = [], [], []
+    for claim, view, outcome in zip(claims, views, outcomes, strict=True):
+        if isinstance(outcome, Grade):
+            outcome = _checked(view, outcome)
+        if isinstance(outcome, Grade):
+            done.append((claim, outcome))
+        elif not outcome.permanent and claim.attempts < claim.attempt_limit:
+            retry.append((claim, outcome))
+        else:
+            failed.append((claim, outcome))
+    mine = Grading.objects.filter(status=RUNNING, claim_token=token)
+    with transaction.atomic():
+        sql.relax_commit()
+        written = sql.write_results([_result_fields(claim, grade, now) for claim, grade in done], status=DONE,
+                                    finished_at=now, claimed_status=RUNNING, token=token)
+        for claim, grade in done:
+            (result.done if claim.pk in written else result.lost).append(claim.pk)
+            if claim.pk in written:
+                _keep_transcript(claim, grade)
+        run = claims[0].run
+        if written and not run.grader_version:
+            GradingRun.objects.filter(pk=run.pk, grader_version="").update(grader_version=done[0][1].version)
+        for claim, error in retry:
+            wrote = mine.filter(pk=claim.pk).update(
+                status=QUEUED, claim_token="", queued_at=now,
+                error=f"attempt {claim.attempts} failed, retrying: {_message(error)}")
+            (result.retrying if wrote else result.lost).append(claim.pk)
+            if wrote:
+                transaction.on_commit(functools.partial(
+                    jobs.enqueue, [claim.pk], run.queue, countdown=_backoff(claim.attempts)), robust=True)
+        for claim, error in failed:
+            message = _message(error)
+            if not error.permanent:
+                message = f"gave up after {claim.attempts} attempts: {message}"
+            usage = _usage(error.usage)
+            wrote = mine.filter(pk=claim.pk).update(
+                status=FAILED, error=message, finished_at=now, usage=usage, tokens=_tokens(usage),
+                duration_s=(now - claim.claimed_at).total_seconds())
+            (result.failed if wrote else result.lost).append(claim.pk)
+            if wrote:
+                _keep_transcript(claim, error)
+
+
+def _keep_transcript(claim: _Claim, outcome) -> None:
+    transcript = outcome.transcript
+    if transcript:
+        GradingTranscript.objects.update_or_create(grading_id=claim.pk, defaults={"messages": list(transcript)})
+
+
+def _message(error: Exception) -> str:
+    return str(error)[:ERROR_CHARS] or type(error).__name__
+
+
+def _checked(view: GroupView, grade: Grade) -> Grade | GraderError:
+    try:
+        validate_ranking(grade.tiers, [t.trajectory_id for t in view.passing], grade.flags)
+    except InvalidRanking as error:
+        return GraderError(f"invalid ranking from {grade.grader}: {error}", permanent=True)
+    return grade
+
+
+def _result_fields(claim: _Claim, grade: Grade, now) -> dict:
+    """What a done grading's row gets, by Grading field name, JSON-ready; `pk` names the row."""
+    usage = _usage(grade.usage)
+    return {
+        "pk": claim.pk,
+        "duration_s": grade.latency_s or (now - claim.claimed_at).total_seconds(),
+        "grader_version": grade.version,
+        "tiers": [list(tier) for tier in grade.tiers],
+        "rationales": dict(grade.rationales),
+        "flags": {tid: list(names) for tid, names in dict(grade.flags).items()},
+        "scores": None if grade.scores is None else {k: float(v) for k, v in dict(grade.scores).items()},
+        "confidence": grade.confidence,
+        "usage": usage,
+        "tokens": _tokens(usage),
+    }
+
+
+def _usage(usage) -> dict:
+    return {k: v for k, v in dict(usage or {}).items() if isinstance(v, int | float)}
+
+
+def _tokens(usage: dict) -> int:
+    if not usage:  # a grader without a model
+        return 0
+    if "total_tokens" in usage:
+        return int(usage["total_tokens"])
+    keys = ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens")
+    return int(sum(usage.get(k, 0) or 0 for k in keys))
+
+
+def _backoff(attempts: int) -> float:
+    base = min(RETRY_BACKOFF_MAX_S, RETRY_BACKOFF_S * 2 ** max(attempts - 1, 0))
+    return base * random.uniform(0.5, 1.0)

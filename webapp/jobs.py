@@ -1,0 +1,102 @@
+"""The Celery app, its queues and task names: what the web app sends and workers run.
+
+Defined here, on the web app's side, so that `webapp` never imports `workers`:
+services send tasks by name (GRADE_TASK, SWEEP_TASK), and `workers.tasks`
+registers the functions under those names. Configured from Django settings
+(and so from the environment).
+
+Cluster: CELERY_BROKER_URL=redis://... Embedded default: kombu's filesystem
+transport under CELERY_BROKER_DIR, so one machine still runs a real, separate
+worker process with no broker server. Grading rows in the database hold the
+state; there is no result backend.
+
+    celery -A workers worker -Q cpu,gpu --concurrency 2
+    celery -A workers beat            # the periodic sweep (or: worker -B)
+"""
+
+from celery import Celery
+from celery.signals import task_postrun, task_prerun
+from django.conf import settings as django_settings
+from django.db import close_old_connections
+
+from grading.profiles import QUEUES
+
+CPU, GPU = QUEUES
+GRADE_TASK = "workers.tasks.grade"
+SWEEP_TASK = "workers.tasks.sweep"
+
+# Celery's Django fixup closes every database connection before and after each task, whatever
+# CONN_MAX_AGE says, unless this is set: then only once every this many tasks, and the handlers
+# below apply CONN_MAX_AGE. A new connection per task (PostgreSQL starts a backend, which loads
+# its catalogue caches again) cost 9 ms a task where a task of 100 heuristic gradings takes 37.
+DB_REUSE_MAX = 1000
+
+app = Celery("gagar", include=["workers.tasks"])
+
+
+def broker_options(settings) -> dict:
+    """Transport options for the configured broker."""
+    url = settings.CELERY_BROKER_URL
+    if url.startswith("filesystem:"):
+        folder = settings.CELERY_BROKER_DIR
+        for sub in ("queue", "processed", "control"):
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        return {
+            "data_folder_in": str(folder / "queue"),
+            "data_folder_out": str(folder / "queue"),
+            "processed_folder": str(folder / "processed"),
+            "control_folder": str(folder / "control"),
+            "polling_interval": 0.1,
+        }
+    if url.startswith(("redis:", "rediss:")):
+        options = {"visibility_timeout": settings.CELERY_VISIBILITY_TIMEOUT}
+        # Restore unacknowledged messages of a dead worker every
+        # visibility_timeout / 4 at most, not only once an hour.
+        options["unacked_restore_interval"] = max(1, min(60, settings.CELERY_VISIBILITY_TIMEOUT // 4))
+        options["unacked_restore_throttle"] = 1
+        if settings.CELERY_REDIS_KEYPREFIX:
+            options["global_keyprefix"] = settings.CELERY_REDIS_KEYPREFIX
+        return options
+    return {}
+
+
+def configure(settings) -> None:
+    """(Re)apply the configuration from `settings`; tests call it after overriding them."""
+    app.conf.update(
+        broker_url=settings.CELERY_BROKER_URL,
+        broker_transport_options=broker_options(settings),
+        broker_connection_retry_on_startup=True,
+        result_backend=None,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        task_default_queue=CPU,
+        task_create_missing_queues=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_soft_time_limit=settings.GAGAR_GRADING_SOFT_TIME_LIMIT,
+        task_time_limit=settings.GAGAR_GRADING_TIME_LIMIT,
+        worker_send_task_events=False,
+        beat_schedule={
+            "sweep-gradings": {"task": SWEEP_TASK, "schedule": settings.GAGAR_SWEEP_INTERVAL,
+                               "options": {"queue": CPU}},
+        },
+        beat_schedule_filename=str(settings.DATA_DIR / "celerybeat-schedule"),
+        timezone="UTC",
+        CELERY_DB_REUSE_MAX=DB_REUSE_MAX,
+    )
+
+
+def close_old_connections_around_tasks(**_) -> None:
+    """What Django does around each web request, around each task instead: close a connection
+    older than CONN_MAX_AGE (so with DB_CONN_MAX_AGE=0, the default, after every task) or one
+    an error left unusable, so that a task retried after a lost database connects afresh."""
+    close_old_connections()
+
+
+task_prerun.connect(close_old_connections_around_tasks, weak=False, dispatch_uid="gagar-db-prerun")
+task_postrun.connect(close_old_connections_around_tasks, weak=False, dispatch_uid="gagar-db-postrun")
+
+
+configure(django_settings)

@@ -1,0 +1,109 @@
+"""Rollout data as imported: batches of groups of trajectories.
+
+Transcripts live in their own table so that listing trajectories never
+loads them.
+"""
+
+from django.conf import settings
+from django.db import models
+
+
+def default_advantage_config():
+    return {"schedule": "linear", "params": {"w_min": 0.2}, "norm_by_std": True, "unbiased_std": True}
+
+
+class Batch(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    pass_threshold = models.FloatField(default=1.0)
+    sources = models.JSONField(default=list, blank=True, help_text="Imported files, in order.")
+    advantage_config = models.JSONField(default=default_advantage_config)
+    n_groups = models.PositiveIntegerField(default=0)
+    n_trajectories = models.PositiveIntegerField(default=0)
+    n_passed = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "batches"
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def pass_rate(self):
+        return self.n_passed / self.n_trajectories if self.n_trajectories else 0.0
+
+
+class Group(models.Model):
+    class Label(models.TextChoices):
+        MIXED = "mixed"
+        ALL_PASS = "all_pass", "all pass"
+        ALL_FAIL = "all_fail", "all fail"
+        SINGLETON = "singleton"
+
+    # Indexed by the unique (batch, group_id) constraint; no index of its own.
+    batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="groups", db_index=False)
+    group_id = models.CharField(max_length=512)
+    task_id = models.CharField(max_length=512, blank=True)
+    statement = models.TextField(blank=True)
+    repo = models.CharField(max_length=512, blank=True)
+    base_commit = models.CharField(max_length=128, blank=True)
+    reference_patch = models.TextField(null=True, blank=True)
+    task_extra = models.JSONField(default=dict, blank=True)
+    label = models.CharField(max_length=16, choices=Label.choices, default=Label.SINGLETON)
+    n_trajectories = models.PositiveIntegerField(default=0)
+    n_passed = models.PositiveIntegerField(default=0)
+    pass_rate = models.FloatField(default=0.0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "group_id"], name="unique_group_in_batch")
+        ]
+        indexes = [
+            models.Index(fields=["batch", "label", "id"]),
+            models.Index(fields=["batch", "pass_rate", "id"]),
+        ]
+
+    def __str__(self):
+        return self.group_id
+
+
+class Trajectory(models.Model):
+    # Both indexed as leading columns of the (batch, group) index and the unique
+    # (group, trajectory_id) constraint: an index each of their own would only slow imports.
+    # `batch` repeats the group's batch so listings need no join; the group's foreign
+    # key already ties the row to a real batch, so `batch` has no database constraint
+    # (a second check per imported row).
+    batch = models.ForeignKey(
+        Batch, on_delete=models.CASCADE, related_name="+", db_index=False, db_constraint=False
+    )
+    group = models.ForeignKey(
+        Group, on_delete=models.CASCADE, related_name="trajectories", db_index=False
+    )
+    trajectory_id = models.CharField(max_length=512)
+    reward = models.FloatField()
+    passed = models.BooleanField()
+    patch = models.TextField(blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    tests = models.JSONField(null=True, blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["group", "trajectory_id"], name="unique_trajectory_in_group")
+        ]
+        indexes = [models.Index(fields=["batch", "group"])]
+
+    def __str__(self):
+        return f"{self.group_id}/{self.trajectory_id}"
+
+
+class Transcript(models.Model):
+    trajectory = models.OneToOneField(
+        Trajectory, on_delete=models.CASCADE, primary_key=True, related_name="transcript"
+    )
+    messages = models.JSONField()

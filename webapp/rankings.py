@@ -1,0 +1,187 @@
+"""The final ranking of a group, and what of it and of the grader a user may see.
+
+The latest row of a group's final chain of annotations (a human ranking, a
+revert or an accepted independent ranking) decides, source "human"; a group
+without one, or whose latest final row hands it back to the grader, takes
+its latest finished grading's ranking, source "grader". Every caller goes
+through `final_rankings` (or `decide` for one group whose rows it already
+holds).
+
+Blind review and k-way overlap hide the grader's verdict and other people's
+rankings from an annotator until they rank the group themselves. That rule
+lives here, in `visible_ranking`, and every page, fragment and download that
+shows a group's ranking asks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from django.db.models import Exists, F, OuterRef, Q, Window
+from django.db.models.functions import RowNumber
+
+from grading.rankings import ranks_from_tiers
+from webapp.models import Annotation, AnnotationPolicy, Grading, Group
+from webapp.roles import ANNOTATOR, RESEARCHER, has_role
+
+CHUNK = 5000  # ids per query: SQLite caps the number of bound parameters
+
+
+@dataclass(frozen=True)
+class FinalRanking:
+    """Passing trajectory ids best first in tiers (ties share a tier), flags per id,
+    the grader's scores if any (higher is better), and where the ranking came from.
+    A human ranking names its annotation version and author."""
+
+    tiers: tuple[tuple[str, ...], ...]
+    flags: Mapping[str, tuple[str, ...]]
+    scores: Mapping[str, float] | None
+    source: str
+    grading_id: int | None
+    grader_version: str
+    rationales: Mapping[str, str] = field(default_factory=dict)
+    version: int | None = None
+    author: str = ""
+    confidence: float | None = None
+
+    def ranks(self) -> dict[str, int]:
+        """Standard competition ranks, 1 = best: (1, 2, 2, 4)."""
+        return ranks_from_tiers(self.tiers)
+
+
+def _flags(flags) -> dict[str, tuple[str, ...]]:
+    return {tid: tuple(names) for tid, names in (flags or {}).items() if names}
+
+
+def grader_rankings(group_pks: Iterable[int]) -> dict[int, FinalRanking]:
+    """The latest finished grading's ranking of each group that has one, by group pk."""
+    pks = list(dict.fromkeys(group_pks))
+    out: dict[int, FinalRanking] = {}
+    for start in range(0, len(pks), CHUNK):
+        rows = (Grading.objects.filter(group_id__in=pks[start:start + CHUNK], status=Grading.Status.DONE)
+                .order_by("group_id", "-finished_at", "-pk")
+                .values_list("group_id", "pk", "tiers", "flags", "scores", "grader_version", "rationales",
+                             "confidence"))
+        for group_pk, pk, tiers, flags, scores, version, rationales, confidence in rows:
+            if group_pk in out:
+                continue
+            out[group_pk] = FinalRanking(
+                tiers=tuple(tuple(tier) for tier in tiers or ()),
+                flags=_flags(flags),
+                scores=scores,
+                source="grader",
+                grading_id=pk,
+                grader_version=version,
+                rationales=rationales or {},
+                confidence=confidence,
+            )
+    return out
+
+
+def chain_heads(group_pks: Iterable[int], *, user=None) -> list[Annotation]:
+    """The latest row of each group's final chain and, with `user`, of that user's own
+    (independent) chain: one query, whatever the length of the history."""
+    pks = list(dict.fromkeys(group_pks))
+    chains = Q(independent=False) | Q(independent=True, user=user) if user is not None else Q(independent=False)
+    out = []
+    for start in range(0, len(pks), CHUNK):
+        out.extend(
+            Annotation.objects.filter(chains, group_id__in=pks[start:start + CHUNK])
+            .annotate(head=Window(RowNumber(), partition_by=[F("group_id"), F("independent")],
+                                  order_by=F("version").desc()))
+            .filter(head=1).select_related("user")
+        )
+    return out
+
+
+def human_ranking(annotation: Annotation) -> FinalRanking | None:
+    """The ranking a final-chain row stands for; None when it hands the group back to the grader."""
+    if annotation.tiers is None:
+        return None
+    return FinalRanking(
+        tiers=tuple(tuple(tier) for tier in annotation.tiers),
+        flags=_flags(annotation.flags),
+        scores=None,
+        source="human",
+        grading_id=annotation.grading_id,
+        grader_version="",
+        rationales=annotation.rationales or {},
+        version=annotation.version,
+        author=annotation.user.get_username(),
+    )
+
+
+def decide(grader: FinalRanking | None, final_head: Annotation | None) -> FinalRanking | None:
+    """One group's final ranking from its grader ranking and its final chain's latest row."""
+    human = human_ranking(final_head) if final_head is not None else None
+    return human or grader
+
+
+def final_rankings(group_pks: Iterable[int]) -> dict[int, FinalRanking]:
+    """The final ranking of each group in `group_pks` that has one, by group pk."""
+    pks = list(dict.fromkeys(group_pks))
+    out = grader_rankings(pks)
+    for head in chain_heads(pks):
+        human = human_ranking(head)
+        if human is not None:
+            out[head.group_id] = human
+    return out
+
+
+
+REVIEW_STATES = {
+    "overridden": "overridden: final ranking is human",
+    "reviewed": "ranked by a human",
+    "unreviewed": "not ranked by a human",
+}
+
+
+def review_condition(state: str) -> Q:
+    """Groups whose final ranking is a human one ("overridden"), or that some human ranked or not."""
+    if state == "overridden":
+        later = Annotation.objects.filter(group=OuterRef("group"), independent=False, version__gt=OuterRef("version"))
+        return Q(Exists(Annotation.objects.filter(group=OuterRef("pk"), independent=False, tiers__isnull=False)
+                        .exclude(Exists(later))))
+    ranked = Q(Exists(Annotation.objects.filter(group=OuterRef("pk"), kind=Annotation.Kind.RANKING)))
+    return ranked if state == "reviewed" else ~ranked
+
+
+@dataclass(frozen=True)
+class VisibleRanking:
+    """What of a group's rankings one user may see now. `grader` and `final` are None
+    when there is none or it is hidden; `final_head` is None when hidden."""
+
+    policy: AnnotationPolicy
+    hide_grader: bool  # blind review: the grader's verdict, until the user ranks the group
+    hide_others: bool  # k-way overlap: other people's rankings, until the user ranks the group
+    grader: FinalRanking | None
+    final: FinalRanking | None
+    final_head: Annotation | None  # the final chain's latest row
+    own_head: Annotation | None  # the user's own chain's latest row (k-way overlap)
+
+    def shows(self, annotation: Annotation, user) -> bool:
+        """Whether `user` may see `annotation`, one version of the group's history."""
+        return not self.hide_others or annotation.user_id == user.pk
+
+
+def visible_ranking(user, group: Group, *, ranked: bool | None = None) -> VisibleRanking:
+    """The rankings of `group` as `user` may see them. `ranked`: whether `user` has saved a
+    ranking of `group` (the group page's query already knows); looked up when None."""
+    policy = AnnotationPolicy.of(group.batch)
+    if ranked is None:
+        ranked = Annotation.objects.filter(group=group, user=user, kind=Annotation.Kind.RANKING).exists()
+    blind_to = not ranked and has_role(user, ANNOTATOR) and not has_role(user, RESEARCHER)
+    hide_grader, hide_others = blind_to and policy.blind, blind_to and policy.independent
+    grader = grader_rankings([group.pk]).get(group.pk)
+    heads = chain_heads([group.pk], user=user)
+    final_head = next((h for h in heads if not h.independent), None)
+    own_head = next((h for h in heads if h.independent), None)
+    final = decide(grader, final_head)
+    if final is not None and {"grader": hide_grader, "human": hide_others}[final.source]:
+        final = None
+    return VisibleRanking(
+        policy=policy, hide_grader=hide_grader, hide_others=hide_others,
+        grader=None if hide_grader else grader, final=final,
+        final_head=None if hide_others else final_head, own_head=own_head,
+    )

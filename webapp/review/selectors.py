@@ -1,0 +1,103 @@
+"""Reads of the review pages: a group with what the page needs, its trajectories and
+patches, and transcripts sliced by the database."""
+
+from __future__ import annotations
+
+import json
+
+from django.db import connection
+from django.db.models import JSONField, OuterRef, Subquery
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from webapp.models import Annotation, Group, Lease, Trajectory, Transcript
+
+
+def trajectory_or_404(pk) -> Trajectory:
+    """A trajectory with its group and batch, without its patch text."""
+    return get_object_or_404(Trajectory.objects.select_related("group", "batch").defer("patch"), pk=pk)
+
+
+def group_trajectories(group: Group):
+    """A group's trajectories without their patch text (the page takes it from the cache)."""
+    return list(Trajectory.objects.filter(group=group).defer("patch").order_by("id"))
+
+
+def patches(pks) -> dict[int, str]:
+    return dict(Trajectory.objects.filter(pk__in=list(pks)).values_list("pk", "patch"))
+
+
+_SQLITE_ITEM = ("CASE type WHEN 'true' THEN json('true') WHEN 'false' THEN json('false') "
+                "WHEN 'object' THEN json(value) WHEN 'array' THEN json(value) ELSE value END")
+
+
+def transcript_slice(trajectory_pk: int, start: int, stop: int) -> tuple[int, list] | None:
+    """(number of messages, messages[start:stop]) of a transcript, or None if
+    there is none. The database cuts the slice, so a 20 MB transcript is not
+    sent over and decoded for a page of it."""
+    table = connection.ops.quote_name(Transcript._meta.db_table)
+    start, stop = max(0, start), max(0, stop)
+    if connection.vendor == "postgresql":
+        sql = (f"SELECT CASE jsonb_typeof(messages) WHEN 'array' THEN jsonb_array_length(messages) ELSE 0 END, "
+               f"CASE jsonb_typeof(messages) WHEN 'array' THEN jsonb_path_query_array(messages, "
+               f"CAST(%s AS jsonpath)) ELSE '[]'::jsonb END::text FROM {table} WHERE trajectory_id = %s")
+        params = [f"$[{start} to {max(start, stop - 1)}]", trajectory_pk]
+    elif connection.vendor == "sqlite":
+        sql = (f"SELECT json_array_length(messages), (SELECT json_group_array({_SQLITE_ITEM}) "
+               f"FROM json_each({table}.messages) WHERE key >= %s AND key < %s) FROM {table} WHERE trajectory_id = %s")
+        params = [start, stop, trajectory_pk]
+    else:
+        messages = Transcript.objects.filter(pk=trajectory_pk).values_list("messages", flat=True).first()
+        if messages is None:
+            return None
+        messages = messages if isinstance(messages, list) else []
+        return len(messages), messages[start:stop]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return row[0] or 0, json.loads(row[1] or "[]")[:stop - start]
+
+
+def transcript_lengths(pks) -> dict[int, int]:
+    """Messages per transcript, counted by the database (0 for a non-list)."""
+    pks = [int(pk) for pk in pks]
+    if not pks:
+        return {}
+    table = connection.ops.quote_name(Transcript._meta.db_table)
+    marks = ", ".join(["%s"] * len(pks))
+    if connection.vendor == "postgresql":
+        length = "CASE jsonb_typeof(messages) WHEN 'array' THEN jsonb_array_length(messages) ELSE 0 END"
+    elif connection.vendor == "sqlite":
+        length = "json_array_length(messages)"
+    else:
+        return {pk: len(m) if isinstance(m, list) else 0 for pk, m in
+                Transcript.objects.filter(pk__in=pks).values_list("pk", "messages")}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT trajectory_id, {length} FROM {table} WHERE trajectory_id IN ({marks})", pks)
+        return {pk: n or 0 for pk, n in cursor.fetchall()}
+
+
+def transcript_messages(trajectory_pk: int):
+    """The whole transcript (for a search), or None."""
+    return Transcript.objects.filter(pk=trajectory_pk).values_list("messages", flat=True).first()
+
+
+def group_for_page(pk: int, user) -> Group:
+    """A group with its batch and annotation policy, and, in the same query, who holds a
+    lease on it and the latest ranking `user` made of it (my_version, my_tiers)."""
+    now = timezone.now()
+    live = Lease.objects.filter(group=OuterRef("pk"), completed_at=None, expires_at__gt=now)
+    others = live.exclude(user=user).order_by("expires_at")
+    mine = Annotation.objects.filter(group=OuterRef("pk"), user=user, kind=Annotation.Kind.RANKING).order_by("-version")
+    return get_object_or_404(
+        Group.objects.select_related("batch", "batch__annotation_policy").annotate(
+            my_lease_until=Subquery(live.filter(user=user).values("expires_at")[:1]),
+            held_by=Subquery(others.values("user__username")[:1]),
+            held_until=Subquery(others.values("expires_at")[:1]),
+            my_version=Subquery(mine.values("version")[:1]),
+            my_tiers=Subquery(mine.values("tiers")[:1], output_field=JSONField()),
+        ),
+        pk=pk,
+    )

@@ -1,1 +1,0 @@
-"""Review pages. Every view needs a role (webapp.roles); READERS may read everything here."""
