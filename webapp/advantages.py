@@ -96,10 +96,10 @@ def parse_advantage_config(data: Mapping, *, base: AdvantageConfig | None = None
                            flag_names=tuple(f for f in FLAGS if f in set(flag_names)))
 
 
-def advantage_config_update(*, batch: Batch, **fields) -> AdvantageConfig:
-    """Validate a redistribution config (AdvantageConfig's fields; what is left out takes the
-    defaults) and keep it with `batch`; ValueError says what is wrong."""
-    config = parse_advantage_config(fields)
+def advantage_config_update(*, batch: Batch, **given) -> AdvantageConfig:
+    """Validate a redistribution config (`given`: AdvantageConfig's fields; what is left out
+    takes the defaults) and keep it with `batch`; ValueError says what is wrong."""
+    config = parse_advantage_config(given)
     batch.advantage_config = config.as_dict()
     batch.save(update_fields=["advantage_config"])
     return config

@@ -129,7 +129,6 @@ def final_rankings(group_pks: Iterable[int]) -> dict[int, FinalRanking]:
     return out
 
 
-
 REVIEW_STATES = {
     "overridden": "overridden: final ranking is human",
     "reviewed": "ranked by a human",

@@ -36,13 +36,8 @@ def preview_ranking(tiers, flags, passing) -> tuple[rankings.FinalRanking | None
 @dataclass
 class RankingPage:
     group: Group
-    policy: AnnotationPolicy
-    seen: rankings.VisibleRanking
+    seen: rankings.VisibleRanking  # the rankings as this user may see them
     can_edit: bool
-    grader: rankings.FinalRanking | None  # None when there is none or it is hidden
-    final: rankings.FinalRanking | None  # None when there is none or it is hidden
-    final_head: Annotation | None
-    own_head: Annotation | None
     advantages: dict[str, dict]
     start: view.Start
     based_on_version: int
@@ -56,21 +51,41 @@ class RankingPage:
 
     @classmethod
     def load(cls, user, group: Group, trajectories, *, submitted=None, error: str = "") -> RankingPage:
-        """`group` comes from selectors.group_for_page (policy, lease and the user's ranking
-        annotated); `submitted` is a refused RankingInput to show again."""
+        """`group` comes from review.selectors.group_for_page (policy, lease and the user's
+        ranking annotated); `submitted` is a refused RankingInput to show again."""
         seen = rankings.visible_ranking(user, group, ranked=group.my_version is not None)
-        final = seen.final
         page = cls(
-            group=group, policy=seen.policy, seen=seen, can_edit=may_annotate(user), grader=seen.grader,
-            final=final, final_head=seen.final_head, own_head=seen.own_head,
-            advantages={r["trajectory_id"]: r for r in ranking_advantage_rows(group, final, trajectories)},
+            group=group, seen=seen, can_edit=may_annotate(user),
+            advantages={r["trajectory_id"]: r for r in ranking_advantage_rows(group, seen.final, trajectories)},
             start=view.Start(), based_on_version=0, grading_id=None, error=error,
         )
         page._choose_start(submitted, user)
         page._preview_start(trajectories)
         page._agreement(group)
-        page.final_lines = view.tier_lines(final.tiers) if final else []
+        page.final_lines = view.tier_lines(seen.final.tiers) if seen.final else []
         return page
+
+    @property
+    def policy(self) -> AnnotationPolicy:
+        return self.seen.policy
+
+    @property
+    def grader(self) -> rankings.FinalRanking | None:
+        """None when there is none or it is hidden."""
+        return self.seen.grader
+
+    @property
+    def final(self) -> rankings.FinalRanking | None:
+        """None when there is none or it is hidden."""
+        return self.seen.final
+
+    @property
+    def final_head(self) -> Annotation | None:
+        return self.seen.final_head
+
+    @property
+    def own_head(self) -> Annotation | None:
+        return self.seen.own_head
 
     @property
     def chain_head(self) -> Annotation | None:
