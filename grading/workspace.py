@@ -323,14 +323,18 @@ def render_prompt(group: GroupView, seed: int, *, caps: Caps | None = None,
 def render_submission(workspace: Workspace, tiers: Sequence[Sequence[str]],
                       rationales: Mapping[str, str],
                       flags: Mapping[str, Sequence[str]] | None = None) -> str:
-    """A ranking in trajectory ids as the submit_ranking action the agent would write."""
-    label = workspace.label_of
+    """A ranking in trajectory ids as the submit_ranking action the agent would write: labels
+    in label order inside a tier and as keys, the order the answer schema fixes for
+    constrained decoding (grading/actions.py)."""
+    order = {label: i for i, label in enumerate(workspace.labels)}
+    ranking = [sorted((workspace.label_of(t) for t in tier), key=order.__getitem__) for tier in tiers]
+    ranked = sorted((label for tier in ranking for label in tier), key=order.__getitem__)
     flags = flags or {}
     action = {
         "tool": SUBMIT,
-        "ranking": [[label(t) for t in tier] for tier in tiers],
-        "rationales": {label(t): rationales.get(t, "") for tier in tiers for t in tier},
-        "flags": {label(t): list(flags.get(t, ())) for tier in tiers for t in tier},
+        "ranking": ranking,
+        "rationales": {label: rationales.get(workspace.mapping[label], "") for label in ranked},
+        "flags": {label: list(flags.get(workspace.mapping[label], ())) for label in ranked},
     }
     return json.dumps(action, ensure_ascii=False)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: the embedded default in one command. SQLite and a filesystem broker
 # under GAGAR_DATA_DIR, a Celery worker in the background, the web app in front;
-# grades the sample with the heuristic grader, prints its advantages and serves
+# grades the sample with the heuristic grader, prints its advantages, exports them
+# (Parquet and a manifest, under GAGAR_DATA_DIR) and serves
 # http://127.0.0.1:8000 (demo / demo). Ctrl-C stops both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,5 +35,6 @@ trap 'stop_worker; exit 130' INT TERM
 "$PY" manage.py grade --batch sample --grader heuristic --wait --timeout 120 \
     || echo "grading did not finish cleanly; the batch page shows why"
 "$PY" manage.py advantages --batch sample --format table
+"$PY" manage.py export advantages --batch sample --format parquet --out "$GAGAR_DATA_DIR/sample-advantages.parquet" --force
 echo "Open http://127.0.0.1:$PORT and log in as demo / demo (Ctrl-C stops the web app and the worker)"
 "$PY" manage.py runserver "127.0.0.1:$PORT"

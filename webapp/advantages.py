@@ -3,16 +3,22 @@
 One row per trajectory, in a stable order (group, then trajectory id), so
 the same inputs and config always give the same table. A group's ranking is
 its final ranking (`webapp.rankings`); a group without one keeps its GRPO
-advantages (source "none"). A batch keeps its redistribution config; every
-way in (the config form, the `advantages` command, later the API) reads one
-through `parse_advantage_config`.
+advantages (source "none"), and so does a group whose ranking cannot apply
+(source "fallback", with the reason). A batch keeps its redistribution
+config; every way in (the config form, the `advantages` command, exports,
+the API) reads one through `parse_advantage_config`. Large batches are read
+a chunk of whole groups at a time (`advantage_chunks`).
 """
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
 
 import numpy as np
+from django.conf import settings
+from django.db import connection
+from django.db.models import F
+from django.db.models.functions import Collate
 
 from grading.advantages import gagar_advantages
 from grading.rankings import FLAGS
@@ -21,9 +27,16 @@ from webapp.models import Batch, Group, Trajectory
 from webapp.rankings import FinalRanking, final_rankings
 
 ROW_FIELDS = (
-    "group_id", "trajectory_id", "reward", "passed", "label", "grpo_advantage",
-    "factor", "rank", "advantage", "source", "flags", "grader_version",
+    "group_id", "trajectory_id", "reward", "passed", "label", "grpo_advantage", "factor", "rank", "advantage",
+    "source", "source_reason", "flags", "grader", "grader_version", "ranking_version",
 )
+# Where a group's advantages come from: its ranking, a human's or the grader's (source "human",
+# "grader"; reason "redistributed"); no ranking ("none", "no_ranking"); or a ranking that left
+# the GRPO advantages as they were ("fallback"), because it does not rank exactly the passing
+# trajectories (RANKING_MISMATCH), lacks a score the scores schedule needs (MISSING_SCORES), or
+# for one of grading.advantages' reasons (single_pass, nonpositive_sum, equal_factors).
+SOURCES = ("human", "grader", "fallback", "none")
+RANKING_MISMATCH, MISSING_SCORES = "ranking_mismatch", "missing_scores"
 # Flags that cap a trajectory's factor at w_flag when the batch sets one.
 DEFAULT_FLAG_NAMES = ("reward_hacking", "edits_tests")
 
@@ -107,14 +120,14 @@ def advantage_config_update(*, batch: Batch, **given) -> AdvantageConfig:
 
 def advantage_rows(batch: Batch, config: AdvantageConfig | None = None) -> list[dict]:
     """Rows of ROW_FIELDS for every trajectory of `batch`."""
-    config = config or AdvantageConfig.from_dict(batch.advantage_config)
-    return _rows(_listed(Trajectory.objects.filter(batch=batch)), config)
+    return [row for chunk in advantage_chunks(batch, config) for row in chunk.rows()]
 
 
 def group_advantage_rows(group: Group) -> list[dict]:
     """Rows of ROW_FIELDS for the trajectories of one group, under its batch's config."""
     config = AdvantageConfig.from_dict(group.batch.advantage_config)
-    return _rows(_listed(Trajectory.objects.filter(group=group)), config)
+    rows = _trajectories(group.batch_id, group.group_id, group.group_id)
+    return _chunk(rows, {group.pk: group.group_id}, config).rows()
 
 
 def ranking_advantage_rows(group: Group, ranking: FinalRanking | None, trajectories=None) -> list[dict]:
@@ -123,99 +136,196 @@ def ranking_advantage_rows(group: Group, ranking: FinalRanking | None, trajector
     `trajectories` (Trajectory objects of the group) saves the page a query."""
     config = AdvantageConfig.from_dict(group.batch.advantage_config)
     if trajectories is None:
-        listed = _listed(Trajectory.objects.filter(group=group))
+        rows = _trajectories(group.batch_id, group.group_id, group.group_id)
     else:
-        listed = sorted(((t.pk, group.pk, group.group_id, t.trajectory_id, t.reward, t.passed) for t in trajectories),
-                        key=lambda t: t[3])
-    return _rows(listed, config, {group.pk: ranking} if ranking is not None else {})
+        rows = sorted(((group.pk, t.trajectory_id, t.reward, t.passed) for t in trajectories), key=lambda t: t[1])
+    rankings = {group.pk: ranking} if ranking is not None else {}
+    return _chunk(rows, {group.pk: group.group_id}, config, rankings).rows()
 
 
-def _listed(trajectories) -> list[tuple]:
-    return list(
-        trajectories.order_by("group__group_id", "trajectory_id").values_list(
-            "pk", "group_id", "group__group_id", "trajectory_id", "reward", "passed"
-        )
-    )
+@dataclass(frozen=True, eq=False)
+class AdvantageChunk:
+    """The advantages of whole groups, column by column: n trajectories of G groups, ordered
+    by group id, then trajectory id.
+
+    Per trajectory, shape (n,): `group_index` (intp, each one's group in 0..G-1, non-decreasing),
+    `trajectory_ids`, `reward`, `passed`, `grpo_advantage`, `factor` (NaN: no factor), `rank`
+    (0: not ranked), `advantage`; `flags` by position, for the few that have any. Per group,
+    shape (G,): `group_ids`, `label`, `source`, `source_reason`, `grader`, `grader_version`,
+    `ranking_version` (None where there is no such thing).
+    """
+
+    group_ids: list[str]
+    group_index: np.ndarray
+    trajectory_ids: list[str]
+    reward: np.ndarray
+    passed: np.ndarray
+    grpo_advantage: np.ndarray
+    factor: np.ndarray
+    rank: np.ndarray
+    advantage: np.ndarray
+    flags: dict[int, tuple[str, ...]]
+    label: list[str]
+    source: list[str]
+    source_reason: list[str]
+    grader: list[str | None]
+    grader_version: list[str | None]
+    ranking_version: list[str | None]
+
+    def __len__(self) -> int:
+        return len(self.trajectory_ids)
+
+    def rows(self) -> list[dict]:
+        """One dict of ROW_FIELDS per trajectory."""
+        per_group = list(zip(self.group_ids, self.label, self.source, self.source_reason, self.grader,
+                             self.grader_version, self.ranking_version, strict=True))
+        factors = [None if math.isnan(f) else f for f in self.factor.tolist()]
+        out = []
+        for i, (g, tid, reward, passed, grpo, factor, rank, advantage) in enumerate(zip(
+                self.group_index.tolist(), self.trajectory_ids, self.reward.tolist(), self.passed.tolist(),
+                self.grpo_advantage.tolist(), factors, self.rank.tolist(), self.advantage.tolist(), strict=True)):
+            group_id, label, source, reason, grader, grader_version, ranking_version = per_group[g]
+            out.append({
+                "group_id": group_id, "trajectory_id": tid, "reward": reward, "passed": passed, "label": label,
+                "grpo_advantage": grpo, "factor": factor, "rank": rank or None, "advantage": advantage,
+                "source": source, "source_reason": reason, "flags": list(self.flags.get(i, ())),
+                "grader": grader, "grader_version": grader_version, "ranking_version": ranking_version,
+            })
+        return out
 
 
-def _rows(trajectories: list[tuple], config: AdvantageConfig,
-          rankings: dict[int, FinalRanking] | None = None) -> list[dict]:
-    """`trajectories`: (pk, group pk, group id, trajectory id, reward, passed), ordered by group
-    id then trajectory id. `rankings` replaces the final rankings when given."""
-    if not trajectories:
-        return []
-    group_pks, group_index = np.unique(np.array([t[1] for t in trajectories]), return_inverse=True)
-    rewards = np.array([t[4] for t in trajectories], dtype=np.float64)
-    passed = np.array([t[5] for t in trajectories], dtype=bool)
-    if rankings is None:
-        rankings = final_rankings(group_pks.tolist())
-    rankings = _usable(rankings, trajectories, config)
+def advantage_chunks(batch: Batch, config: AdvantageConfig | None = None) -> Iterator[AdvantageChunk]:
+    """The advantages of every trajectory of `batch`, GAGAR_EXPORT_CHUNK_GROUPS groups at a time, in
+    code point order of (group id, trajectory id) whatever the database's collation. A group
+    never straddles two chunks: its advantages depend on all its trajectories. Memory stays
+    that of one chunk, however large the batch."""
+    config = config or AdvantageConfig.from_dict(batch.advantage_config)
+    groups = Group.objects.filter(batch=batch).alias(key=_binary("group_id")).order_by("key")
+    after = None
+    while True:
+        page = list((groups if after is None else groups.filter(key__gt=after))
+                    .values_list("pk", "group_id")[:settings.GAGAR_EXPORT_CHUNK_GROUPS])
+        if not page:
+            return
+        yield _chunk(_trajectories(batch.pk, page[0][1], page[-1][1]), dict(page), config)
+        after = page[-1][1]
+
+
+def _binary(field: str):
+    """`field` compared byte by byte: PostgreSQL's default collation may order text by
+    language; SQLite's is already binary. UTF-8 bytes sort as Python sorts the strings."""
+    return Collate(field, "C") if connection.vendor == "postgresql" else F(field)
+
+
+def _trajectories(batch_pk: int, first: str, last: str) -> list[tuple]:
+    """(group pk, trajectory id, reward, passed) of the trajectories of the batch's groups from
+    group id `first` to `last`, by group id, then trajectory id, both compared as `_binary` does.
+
+    Plain SQL: a chunk's rows are most of an export's work, and the ORM's per-row
+    conversions and its list of a chunk's group pks took longer than the query."""
+    collate = ' COLLATE "C"' if connection.vendor == "postgresql" else ""
+    trajectory, group = (connection.ops.quote_name(m._meta.db_table) for m in (Trajectory, Group))
+    sql = (f"SELECT t.group_id, t.trajectory_id, t.reward, t.passed FROM {trajectory} t "
+           f"JOIN {group} g ON g.id = t.group_id WHERE g.batch_id = %s "
+           f"AND g.group_id{collate} >= %s AND g.group_id{collate} <= %s "
+           f"ORDER BY g.group_id{collate}, t.trajectory_id{collate}")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [batch_pk, first, last])
+        return cursor.fetchall()
+
+
+def _chunk(trajectories: list[tuple], group_ids: Mapping[int, str], config: AdvantageConfig,
+           rankings: Mapping[int, FinalRanking] | None = None) -> AdvantageChunk:
+    """`trajectories`: (group pk, trajectory id, reward, passed), each group's together;
+    `group_ids`: group id by pk. `rankings` replaces the final rankings when given."""
     n = len(trajectories)
+    group_pks = np.fromiter((t[0] for t in trajectories), dtype=np.int64, count=n)
+    new_group = np.ones(n, dtype=bool)
+    new_group[1:] = group_pks[1:] != group_pks[:-1]
+    starts = np.flatnonzero(new_group)
+    group_index = np.cumsum(new_group, dtype=np.intp) - 1
+    bounds = np.append(starts, n).tolist()
+    pks = group_pks[starts].tolist()
+    trajectory_ids = [t[1] for t in trajectories]
+    rewards = np.fromiter((t[2] for t in trajectories), dtype=np.float64, count=n)
+    passed = np.fromiter((t[3] for t in trajectories), dtype=bool, count=n)
+    if rankings is None:
+        rankings = final_rankings(pks)
     ranks = np.zeros(n, dtype=np.int64)
     scores = np.full(n, np.nan)
     flagged = np.zeros(n, dtype=bool)
+    flags: dict[int, tuple[str, ...]] = {}
+    unused: dict[int, str] = {}  # group position -> why its ranking could not be used
     flag_names = set(config.flag_names)
-    for i, (_, group_pk, _, trajectory_id, _, _) in enumerate(trajectories):
-        ranking = rankings.get(group_pk)
-        if ranking is None or trajectory_id not in ranking.rank_of:
+    for g, pk in enumerate(pks):
+        final = rankings.get(pk)
+        if final is None:
             continue
-        ranks[i] = ranking.rank_of[trajectory_id]
-        if ranking.final.scores:
-            scores[i] = ranking.final.scores.get(trajectory_id, np.nan)
-        flagged[i] = bool(flag_names.intersection(ranking.final.flags.get(trajectory_id, ())))
+        start, ids = bounds[g], trajectory_ids[bounds[g]:bounds[g + 1]]
+        flags.update((i, final.flags[tid]) for i, tid in enumerate(ids, start) if tid in final.flags)
+        rank_of = final.ranks()
+        reason = _unusable(final, rank_of, ids, passed[start:start + len(ids)], config)
+        if reason:
+            unused[g] = reason
+            continue
+        for i, tid in enumerate(ids, start):
+            if tid in rank_of:
+                ranks[i] = rank_of[tid]
+                flagged[i] = bool(flag_names.intersection(final.flags.get(tid, ())))
+                if config.schedule == "scores":
+                    scores[i] = final.scores[tid]
     use_flags = config.w_flag is not None and flagged.any()
     result = gagar_advantages(
         rewards, group_index, passed, ranks,
         schedule=config.schedule, params=config.params,
         scores=scores if config.schedule == "scores" else None,
         flagged=flagged if use_flags else None, w_flag=config.w_flag if use_flags else None,
-        norm_by_std=config.norm_by_std, unbiased_std=config.unbiased_std,
+        norm_by_std=config.norm_by_std, unbiased_std=config.unbiased_std, n_groups=len(pks),
     )
-    labels = result.label_names()
-    rows = []
-    for i, (_, group_pk, group_id, trajectory_id, reward, is_passed) in enumerate(trajectories):
-        factor = result.factors[i]
-        ranking = rankings.get(group_pk)
-        rows.append({
-            "group_id": group_id,
-            "trajectory_id": trajectory_id,
-            "reward": reward,
-            "passed": is_passed,
-            "label": labels[group_index[i]],
-            "grpo_advantage": float(result.grpo[i]),
-            "factor": None if np.isnan(factor) else float(factor),
-            "rank": int(ranks[i]) or None,
-            "advantage": float(result.advantages[i]),
-            "source": ranking.final.source if ranking else "none",
-            "flags": list(ranking.final.flags.get(trajectory_id, ())) if ranking else [],
-            "grader_version": ranking.final.grader_version if ranking else "",
-        })
-    return rows
-
-
-@dataclass(frozen=True)
-class _Usable:
-    final: FinalRanking
-    rank_of: dict[str, int]
-
-
-def _usable(rankings: dict[int, FinalRanking], trajectories, config: AdvantageConfig) -> dict[int, _Usable]:
-    """The rankings that rank exactly the passing trajectories of their group (and, for the
-    scores schedule, score every one of them); the other groups are left unranked."""
-    passing: dict[int, set[str]] = {}
-    for _, group_pk, _, trajectory_id, _, is_passed in trajectories:
-        if is_passed:
-            passing.setdefault(group_pk, set()).add(trajectory_id)
-    out = {}
-    for group_pk, final in rankings.items():
-        rank_of = final.ranks()
-        if set(rank_of) != passing.get(group_pk, set()):
+    source, reasons, grader, grader_version, ranking_version = [], [], [], [], []
+    for g, (pk, reason) in enumerate(zip(pks, result.reason_names(), strict=True)):
+        final = rankings.get(pk)
+        if final is None:
+            source.append("none")
+            reasons.append("no_ranking")
+            grader.append(None)
+            grader_version.append(None)
+            ranking_version.append(None)
             continue
-        if config.schedule == "scores" and not (
-                final.scores and all(math.isfinite(final.scores.get(t, math.nan)) for t in rank_of)):
-            continue
-        out[group_pk] = _Usable(final, rank_of)
-    return out
+        reason = unused.get(g, reason)
+        source.append(final.source if reason == "redistributed" else "fallback")
+        reasons.append(reason)
+        grader.append(final.grader or None)
+        grader_version.append(final.grader_version or None)
+        ranking_version.append(_ranking_version(final))
+    return AdvantageChunk(
+        group_ids=[group_ids[pk] for pk in pks], group_index=group_index, trajectory_ids=trajectory_ids,
+        reward=rewards, passed=passed, grpo_advantage=result.grpo, factor=result.factors, rank=ranks,
+        advantage=result.advantages, flags=flags, label=list(result.label_names()), source=source,
+        source_reason=reasons, grader=grader, grader_version=grader_version, ranking_version=ranking_version,
+    )
+
+
+def _unusable(final: FinalRanking, rank_of: dict[str, int], ids: list[str], passed: np.ndarray,
+              config: AdvantageConfig) -> str:
+    """Why `final` cannot rank its group ("" if it can): it must rank exactly the passing
+    trajectories and, for the scores schedule, score every one of them."""
+    if set(rank_of) != {tid for tid, p in zip(ids, passed.tolist(), strict=True) if p}:
+        return RANKING_MISMATCH
+    if config.schedule == "scores" and not (
+            final.scores and all(math.isfinite(final.scores.get(t, math.nan)) for t in rank_of)):
+        return MISSING_SCORES
+    return ""
+
+
+def _ranking_version(final: FinalRanking) -> str | None:
+    """Which ranking it is: a human one by its version in the group's annotation history, a
+    grader's by its grading id; an unsaved one (the editor's preview) has none."""
+    if final.source == "human":
+        return f"annotation:{final.version}"
+    if final.source == "grader":
+        return f"grading:{final.grading_id}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from grading.profiles import QUEUES
 CPU, GPU = QUEUES
 GRADE_TASK = "workers.tasks.grade"
 SWEEP_TASK = "workers.tasks.sweep"
+EXPORT_TASK = "workers.tasks.export"  # on the cpu queue
 
 # Celery's Django fixup closes every database connection before and after each task, whatever
 # CONN_MAX_AGE says, unless this is set: then only once every this many tasks, and the handlers

@@ -40,6 +40,7 @@ class FinalRanking:
     source: str
     grading_id: int | None
     grader_version: str
+    grader: str = ""  # the grading run's grader (profile or module:Class); "" for a human ranking
     rationales: Mapping[str, str] = field(default_factory=dict)
     version: int | None = None
     author: str = ""
@@ -62,8 +63,8 @@ def grader_rankings(group_pks: Iterable[int]) -> dict[int, FinalRanking]:
         rows = (Grading.objects.filter(group_id__in=pks[start:start + CHUNK], status=Grading.Status.DONE)
                 .order_by("group_id", "-finished_at", "-pk")
                 .values_list("group_id", "pk", "tiers", "flags", "scores", "grader_version", "rationales",
-                             "confidence"))
-        for group_pk, pk, tiers, flags, scores, version, rationales, confidence in rows:
+                             "confidence", "run__grader"))
+        for group_pk, pk, tiers, flags, scores, version, rationales, confidence, grader in rows:
             if group_pk in out:
                 continue
             out[group_pk] = FinalRanking(
@@ -73,6 +74,7 @@ def grader_rankings(group_pks: Iterable[int]) -> dict[int, FinalRanking]:
                 source="grader",
                 grading_id=pk,
                 grader_version=version,
+                grader=grader,
                 rationales=rationales or {},
                 confidence=confidence,
             )

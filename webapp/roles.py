@@ -50,3 +50,13 @@ annotator_required = role_required(RESEARCHER, ANNOTATOR)
 
 def may_annotate(user) -> bool:
     return has_role(user, RESEARCHER, ANNOTATOR)
+
+
+# Exports carry the grader's rankings, which blind review hides from annotators: the files,
+# their launch and their list are for researchers only (the pages and the API ask these).
+EXPORT_ROLES = (RESEARCHER,)
+export_required = role_required(*EXPORT_ROLES)
+
+
+def may_export(user) -> bool:
+    return has_role(user, *EXPORT_ROLES)

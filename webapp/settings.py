@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",  # the API docs page from local static files, not a CDN (the CSP allows 'self' only)
     "webapp",
 ]
 
@@ -144,6 +145,12 @@ GAGAR_SWEEP_INTERVAL = int(os.environ.get("GAGAR_SWEEP_INTERVAL", "300"))
 # Queue per `module:Class` grader, "name=queue,..."; those not listed go to "gpu". Profiles
 # name their own queue (the built-in heuristic one: cpu).
 GAGAR_GRADER_QUEUES = dict(item.split("=", 1) for item in env_list("GAGAR_GRADER_QUEUES"))
+# Advantages (exports, the `advantages` command) are read this many groups at a time: memory
+# against queries per export.
+GAGAR_EXPORT_CHUNK_GROUPS = int(os.environ.get("GAGAR_EXPORT_CHUNK_GROUPS", "2000"))
+
+# API: a streamed upload (a batch, or one training step's rollouts) larger than this is refused (413).
+GAGAR_API_UPLOAD_LIMIT = int(os.environ.get("GAGAR_API_UPLOAD_LIMIT", str(2 * 1024**3)))
 
 LOGGING = {
     "version": 1,

@@ -2,9 +2,10 @@
 
 from django.db import InterfaceError, OperationalError
 
+from webapp.exports.services import export_build, exports_sweep
 from webapp.grading.services import gradings_sweep
 from webapp.grading.worker import gradings_process
-from webapp.jobs import GRADE_TASK, SWEEP_TASK, app
+from webapp.jobs import EXPORT_TASK, GRADE_TASK, SWEEP_TASK, app
 
 
 @app.task(
@@ -20,6 +21,20 @@ def grade(*, grading_ids: list[int]) -> None:
     gradings_process(grading_ids=grading_ids)
 
 
+@app.task(
+    name=EXPORT_TASK,
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=5,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=8,
+)
+def export(*, export_id: int) -> None:
+    """Build the export if it is still queued; otherwise it was claimed elsewhere or is finished."""
+    export_build(export_id)
+
+
 @app.task(name=SWEEP_TASK)
 def sweep() -> None:
     gradings_sweep()
+    exports_sweep()

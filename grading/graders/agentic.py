@@ -139,8 +139,7 @@ class AgenticGrader(Grader):
     # --- one run ---------------------------------------------------------------------------
 
     def _start(self, gi: int, group: GroupView, index: int) -> _Run:
-        digest = hashlib.sha256(f"{self.seed}:{group.group_id}:{index}".encode()).digest()
-        seed = int.from_bytes(digest[:4], "big")
+        seed = run_seed(self.seed, group.group_id, index)
         workspace = Workspace(group, seed, self.caps)
         messages = workspace.initial_messages(max_turns=self.budget.max_turns)
         run = _Run(gi, index, seed, workspace, messages, [])
@@ -274,6 +273,13 @@ class AgenticGrader(Grader):
                      rationales={tid: "the only passing trajectory" for tid in passing},
                      grader=self.name, version=self.version,
                      transcript=({"event": "skipped", "reason": reason},))
+
+
+def run_seed(seed: int, group_id: str, index: int) -> int:
+    """The workspace labelling seed of run `index` of a grader seeded `seed` on a group; the
+    SFT export labels its examples as run 0 does."""
+    digest = hashlib.sha256(f"{seed}:{group_id}:{index}".encode()).digest()
+    return int.from_bytes(digest[:4], "big")
 
 
 _FORCED = "[Budget spent: your next reply must be submit_ranking.]"

@@ -5,7 +5,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FEATURES = ("batches", "review", "grading", "annotation")
+FEATURES = ("batches", "review", "grading", "annotation", "exports", "api")
 SHARED = ("models", "roles", "rankings", "advantages", "bulk", "jobs")
 
 
@@ -36,7 +36,7 @@ def test_the_web_app_never_imports_the_workers():
 
 
 def test_workers_call_services_and_the_job_definitions_only():
-    allowed = ("webapp.grading.services", "webapp.grading.worker", "webapp.jobs")
+    allowed = ("webapp.grading.services", "webapp.grading.worker", "webapp.exports.services", "webapp.jobs")
     bad = {str(path): sorted(n for n in names if under(n, "webapp") and not under(n, *allowed))
            for path, names in modules("workers")}
     assert {path: names for path, names in bad.items() if names} == {}
@@ -61,3 +61,10 @@ def test_each_feature_folder_holds_its_views_urls_and_templates():
         assert (folder / "views.py").is_file() and (folder / "urls.py").is_file(), feature
         assert any((folder / "templates" / feature).glob("*.html")), feature
         assert f'include("webapp.{feature}.urls")' in (ROOT / "webapp" / "urls.py").read_text()
+
+
+def test_nothing_imports_the_api():
+    """The API calls the features' services; a page never goes through the API."""
+    bad = {str(path): sorted(n for n in names if under(n, "webapp.api"))
+           for path, names in modules("webapp") if not path.is_relative_to("webapp/api")}
+    assert {path: names for path, names in bad.items() if names} == {}

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from tests.webapp.annotationdata import grade, review_batch, set_policy
 from tests.webapp.urlwalk import url_patterns
-from webapp.models import GradingTranscript, Group, Trajectory
+from webapp.models import Export, GradingTranscript, Group, Trajectory
 
 pytestmark = pytest.mark.django_db
 
@@ -48,8 +48,9 @@ def urls_of(group, grading):
     other = Trajectory.objects.get(group=group, trajectory_id="t2")
     path = trajectory.patch.split("\n", 1)[0].split(" b/", 1)[1]
     queries = {"interdiff": f"?a={trajectory.pk}&b={other.pk}", "patch_file": f"?path={path}"}
+    export = Export.objects.create(batch=group.batch, kind="advantages", format="parquet")
     by_prefix = {"batches": group.batch_id, "groups": group.pk, "trajectories": trajectory.pk,
-                 "gradings": grading.pk}
+                 "gradings": grading.pk, "exports": export.pk}
     urls = {}
     for name, route in url_patterns():
         kwargs = {}
@@ -58,6 +59,7 @@ def urls_of(group, grading):
             assert prefix in by_prefix, f"the blind-review walk cannot fill {route!r}: teach it {prefix}/"
             kwargs["pk"] = by_prefix[prefix]
         kwargs.update({key: 0 for key in ("index", "part") if f"<int:{key}>" in route})
+        kwargs.update({"name": "manifest.json"} if "<str:name>" in route else {})
         urls[name] = reverse(name, kwargs=kwargs) + queries.get(name, "")
     return urls
 

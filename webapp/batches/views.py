@@ -8,7 +8,7 @@ from django.views.decorators.vary import vary_on_headers
 from webapp.batches import selectors
 from webapp.batches.forms import SORT_LABELS, GroupFilterForm
 from webapp.models import Batch
-from webapp.roles import may_annotate, reader_required
+from webapp.roles import may_annotate, may_export, reader_required
 
 
 def _query(params: dict, **extra) -> str:
@@ -49,6 +49,7 @@ def batch(request, pk):
         "sort_column": sort_column,
         "sort_label": SORT_LABELS[flt.sort],
         "can_annotate": may_annotate(request.user),
+        "can_export": may_export(request.user),
     }
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, "batches/_groups.html", context)

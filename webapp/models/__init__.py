@@ -1,14 +1,16 @@
-"""The app's tables, by what they hold: imported rollouts, grading work, human review.
+"""The app's tables, by what they hold: imported rollouts, grading work, human review,
+and what leaves the app (exports, API tokens).
 
 Migrations 0001 and 0003 name the default callables by their old path
 (`webapp.models.default_*`), so those stay importable from here.
 """
 
 from webapp.models.annotation import Annotation, AnnotationPolicy, Lease, default_review_criteria
+from webapp.models.exports import ApiToken, Export
 from webapp.models.grading import Grading, GradingRun, GradingTranscript
 from webapp.models.rollouts import Batch, Group, Trajectory, Transcript, default_advantage_config
 
 __all__ = [
-    "Annotation", "AnnotationPolicy", "Batch", "Grading", "GradingRun", "GradingTranscript", "Group", "Lease",
-    "Trajectory", "Transcript", "default_advantage_config", "default_review_criteria",
+    "Annotation", "AnnotationPolicy", "ApiToken", "Batch", "Export", "Grading", "GradingRun", "GradingTranscript",
+    "Group", "Lease", "Trajectory", "Transcript", "default_advantage_config", "default_review_criteria",
 ]

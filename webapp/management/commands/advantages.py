@@ -7,20 +7,39 @@ from webapp.advantages import ROW_FIELDS, AdvantageConfig, advantage_rows, parse
 from webapp.models import Batch
 
 
+def add_config_arguments(parser) -> None:
+    """The options that override a batch's redistribution config (`export advantages` has them too)."""
+    parser.add_argument("--schedule", help="weight schedule (default: the batch's config)")
+    parser.add_argument("--w-min", type=float, dest="w_min")
+    parser.add_argument("--gamma", type=float)
+    parser.add_argument("--m", type=int)
+    parser.add_argument("--temperature", type=float)
+    parser.add_argument("--factors", help="tiered schedule factors, comma-separated")
+    parser.add_argument("--no-std", action="store_true", help="Dr. GRPO: do not divide by std")
+    parser.add_argument("--population-std", action="store_true", help="std with ddof=0")
+
+
+def config_overrides(options: dict) -> dict:
+    """What the options of `add_config_arguments` override, as `parse_advantage_config` reads it."""
+    params = {key: options[key] for key in ("w_min", "gamma", "m", "temperature", "factors")
+              if options[key] is not None}
+    overrides = {"params": params}
+    if options["schedule"]:
+        overrides["schedule"] = options["schedule"]
+    if options["no_std"]:
+        overrides["norm_by_std"] = False
+    if options["population_std"]:
+        overrides["unbiased_std"] = False
+    return overrides
+
+
 class Command(BaseCommand):
     help = "Print one row per trajectory of a batch: GRPO and redistributed advantages."
 
     def add_arguments(self, parser):
         parser.add_argument("--batch", required=True)
         parser.add_argument("--format", choices=["jsonl", "csv", "table"], default="jsonl")
-        parser.add_argument("--schedule", help="weight schedule (default: the batch's config)")
-        parser.add_argument("--w-min", type=float, dest="w_min")
-        parser.add_argument("--gamma", type=float)
-        parser.add_argument("--m", type=int)
-        parser.add_argument("--temperature", type=float)
-        parser.add_argument("--factors", help="tiered schedule factors, comma-separated")
-        parser.add_argument("--no-std", action="store_true", help="Dr. GRPO: do not divide by std")
-        parser.add_argument("--population-std", action="store_true", help="std with ddof=0")
+        add_config_arguments(parser)
 
     def handle(self, *args, batch, format, **options):
         try:
@@ -41,17 +60,9 @@ class Command(BaseCommand):
 
     def _config(self, batch, options):
         """The batch's config with what the options override."""
-        params = {key: options[key] for key in ("w_min", "gamma", "m", "temperature", "factors")
-                  if options[key] is not None}
-        overrides = {"params": params}
-        if options["schedule"]:
-            overrides["schedule"] = options["schedule"]
-        if options["no_std"]:
-            overrides["norm_by_std"] = False
-        if options["population_std"]:
-            overrides["unbiased_std"] = False
         try:
-            return parse_advantage_config(overrides, base=AdvantageConfig.from_dict(batch.advantage_config))
+            return parse_advantage_config(config_overrides(options),
+                                          base=AdvantageConfig.from_dict(batch.advantage_config))
         except ValueError as error:
             raise CommandError(str(error)) from None
 

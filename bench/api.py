@@ -1,0 +1,214 @@
+"""One online training step through the API and workers against the same grading in-process.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/gagar .venv/bin/python bench/api.py
+
+A step is 64 groups x 16 trajectories (10 passing with patches that differ in quality,
+6 failing). In the same run:
+
+- floor: the heuristic grader's `rank_many` over the step's groups, already in memory,
+  then the core's `gagar_advantages` on its rankings: what a trainer calling the grader
+  itself would pay, with no app, database or broker;
+- API: `Client.grade_step` against the app served by `manage.py runserver` (threaded,
+  in its own process), with one `celery worker` of 2 processes on Redis and PostgreSQL,
+  all started beforehand on this machine: from the call to the rewards returned, over
+  repeated steps (each step a new batch). Every step's rewards are checked against the
+  floor's.
+
+Prints p50/p95 of both, the ratio p95 / floor p50, and the target check
+p95 <= 2 x floor + 200 ms. Then where the API's time goes, from the rows' own
+timestamps: submit (upload, import, launch), broker (until the first claim),
+workers (first claim to last result), answer (until the rewards are back).
+"""
+
+import argparse
+import io
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.grading import FIX, STRAY, VARIANTS, start_worker  # noqa: E402
+
+BENCH_DB = "gagar_bench_api"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+GROUPS, SIZE, PASSING = 64, 16, 10
+
+
+def step_rollouts(step: int) -> list[dict]:
+    """One step's rollouts: each group's passing patches differ, so the grader ranks them."""
+    records = []
+    for g in range(GROUPS):
+        for member in range(SIZE):
+            body = VARIANTS[member % 3]
+            patch = FIX.format(g=g, n=2 + body.count("\n"), body=body)
+            if member % 4 == 1:
+                patch += STRAY.format(g=g)
+            record = {"group_id": f"s{step}-task-{g:03d}", "trajectory_id": f"r{member:02d}",
+                      "reward": 1.0 if member < PASSING else 0.0, "patch": patch,
+                      "metrics": {"num_turns": 10 + member, "output_tokens": 800 + 50 * member}}
+            if member == 0:
+                record["task"] = {"id": f"task-{g:03d}", "statement": "Round the subtotal to cents."}
+            records.append(record)
+    return records
+
+
+def floor(rollouts: list[dict], config: dict) -> tuple[float, dict]:
+    """Seconds to grade `rollouts` in-process and compute their advantages; the rewards."""
+    import numpy as np
+
+    from grading.advantages import gagar_advantages
+    from grading.graders.base import GroupView, TrajectoryView
+    from grading.graders.heuristic import HeuristicGrader
+    from grading.rankings import ranks_from_tiers
+
+    started = time.perf_counter()
+    members: dict[str, list] = {}
+    for r in rollouts:
+        members.setdefault(r["group_id"], []).append(
+            TrajectoryView(r["trajectory_id"], r["reward"] >= 1, r["reward"], r["patch"], metrics=r["metrics"]))
+    views = [GroupView(group_id=g, statement="", trajectories=tuple(ts)) for g, ts in members.items()]
+    grades = HeuristicGrader().rank_many(views)
+    rank_of = {(v.group_id, tid): rank for v, grade in zip(views, grades, strict=True)
+               for tid, rank in ranks_from_tiers(grade.tiers).items()}
+    order = {g: i for i, g in enumerate(members)}
+    result = gagar_advantages(
+        np.array([r["reward"] for r in rollouts]), np.array([order[r["group_id"]] for r in rollouts]),
+        np.array([r["reward"] >= 1 for r in rollouts]),
+        np.array([rank_of.get((r["group_id"], r["trajectory_id"]), 0) for r in rollouts]),
+        schedule=config["schedule"], params=config["params"], norm_by_std=config["norm_by_std"],
+        unbiased_std=config["unbiased_std"])
+    seconds = time.perf_counter() - started
+    return seconds, {(r["group_id"], r["trajectory_id"]): a for r, a in zip(rollouts, result.advantages, strict=True)}
+
+
+def fresh_database(admin_url: str) -> str:
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {BENCH_DB}")
+    return admin_url.rsplit("/", 1)[0] + f"/{BENCH_DB}"
+
+
+def serve(env: dict, port: int, log: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--skip-checks"],
+        cwd=REPO, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the app exited:\n{log.read_text()}")
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        time.sleep(0.2)
+    raise SystemExit("the app did not start")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def phases(batch_name: str, started: float, ended: float) -> dict[str, float]:
+    """Where one step's time went, in seconds, from the timestamps its rows hold."""
+    from django.db.models import Max, Min
+
+    from webapp.models import Batch, GradingRun
+
+    batch = Batch.objects.get(name=batch_name)
+    run = GradingRun.objects.get(batch=batch)
+    span = run.gradings.aggregate(first=Min("claimed_at"), last=Max("finished_at"))
+    launched, first, last = (t.timestamp() for t in (run.created_at, span["first"], span["last"]))
+    return {"submit": launched - started, "broker": first - launched, "workers": last - first,
+            "answer": ended - last}
+
+
+def percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--processes", type=int, default=2)
+    args = parser.parse_args()
+
+    admin_url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gagar")
+    prefix = f"gagar-bench-{uuid.uuid4().hex[:8]}:"
+    tmp = Path(tempfile.mkdtemp(prefix="gagar-bench-api-"))
+    env = {**os.environ, "DATABASE_URL": fresh_database(admin_url), "CELERY_BROKER_URL": REDIS_URL,
+           "CELERY_REDIS_KEYPREFIX": prefix, "GAGAR_DATA_DIR": str(tmp),
+           "SECRET_KEY": os.environ.get("SECRET_KEY", "bench"), "DJANGO_SETTINGS_MODULE": "webapp.settings",
+           "ALLOWED_HOSTS": "127.0.0.1", "LOG_LEVEL": "WARNING", "DB_CONN_MAX_AGE": "600"}
+    os.environ.update(env)
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from gagar_client import Client
+
+    from webapp.api.services import api_token_create
+    from webapp.models import default_advantage_config
+
+    call_command("migrate", verbosity=0)
+    call_command("add_user", "bench", role=["researcher"], password=uuid.uuid4().hex, stdout=io.StringIO())
+    token = api_token_create(user=get_user_model().objects.get(username="bench"), name="bench")[1]
+    port = free_port()
+    app = serve(env, port, tmp / "app.log")
+    worker = start_worker(env, args.processes, tmp / "worker.log")
+    config = default_advantage_config() | {"w_flag": None}
+    floors, latencies, parts = [], [], []
+    try:
+        time.sleep(1)  # let every pool process finish booting
+        with Client(f"http://127.0.0.1:{port}", token, timeout=30) as client:
+            for step in range(args.warmup + args.steps):
+                rollouts = step_rollouts(step)
+                floor_s, expected = floor(rollouts, config)
+                started_wall, started = time.time(), time.perf_counter()
+                result = client.grade_step(rollouts, run="bench", step=step, deadline=60)
+                latency = time.perf_counter() - started
+                assert result.fallback == {}, result.fallback
+                assert all(abs(result.rewards[k] - v) < 1e-9 for k, v in expected.items())
+                if step >= args.warmup:
+                    floors.append(floor_s)
+                    latencies.append(latency)
+                    parts.append(phases(result.batch, started_wall, started_wall + latency))
+    finally:
+        for proc in (worker, app):
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(30)
+        import redis
+
+        broker = redis.Redis.from_url(REDIS_URL)
+        for key in broker.scan_iter(f"{prefix}*"):
+            broker.delete(key)
+
+    floor_p50, floor_p95 = statistics.median(floors), percentile(floors, 95)
+    p50, p95 = statistics.median(latencies), percentile(latencies, 95)
+    target = 2 * floor_p50 + 0.2
+    print(f"step: {GROUPS} groups x {SIZE} trajectories ({PASSING} passing); {args.steps} steps after "
+          f"{args.warmup} warm-up; {args.processes} worker processes, Redis, PostgreSQL, runserver; "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} after the run")
+    print(f"floor, in-process grader + core:  p50 {1000 * floor_p50:7.1f} ms  p95 {1000 * floor_p95:7.1f} ms")
+    print(f"API, grade_step to rewards:       p50 {1000 * p50:7.1f} ms  p95 {1000 * p95:7.1f} ms")
+    print(f"ratio p95 / floor: {p95 / floor_p50:.2f}; target p95 <= 2 x floor + 200 ms = {1000 * target:.0f} ms: "
+          f"{'met' if p95 <= target else 'MISSED'}")
+    medians = {name: 1000 * statistics.median(p[name] for p in parts) for name in parts[0]}
+    print("where the API's time goes (medians): " + ", ".join(f"{k} {v:.0f} ms" for k, v in medians.items()))
+
+
+if __name__ == "__main__":
+    main()

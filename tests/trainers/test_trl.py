@@ -1,0 +1,83 @@
+"""TRL's own `GRPOTrainer` trained a few steps on the rewards `gagar_client.trl.gagar_reward` gets
+from the running app: the advantages TRL computed must equal `grading.advantages` on the
+rankings the worker wrote. And the ways a misconfigured reward function is refused."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.trainers.conftest import core_advantages
+from tests.trainers.trl_run import GENERATIONS, RUN, train
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def assert_trained_on_core_advantages(rounds):
+    """Each round's advantages, as TRL computed them, equal the core's on the worker's rankings."""
+    moved = 0.0
+    for step, tasks, advantages in rounds:
+        expected = core_advantages(f"{RUN}/step-{step}")
+        group_of = {key[0].split(":")[0]: key[0] for key in expected}
+        keys = [(group_of[task], f"r{i % GENERATIONS + 1}") for i, task in enumerate(tasks)]
+        np.testing.assert_allclose(advantages, [expected[key][0] for key in keys], rtol=0, atol=1e-5)
+        moved = max(moved, max(abs(expected[key][0] - expected[key][1]) for key in keys))
+    assert moved > 0.05, "the grader's rankings moved no credit: nothing was tested"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_trl_trains_on_the_advantages_the_core_computes_from_the_workers_rankings(
+        live_server, token, worker, tiny_model, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rounds = train(url=live_server.url, token=token, model=tiny_model, output_dir=tmp_path, prompts_per_step=2)
+
+    assert [step for step, _, _ in rounds] == [0, 1]
+    assert_trained_on_core_advantages(rounds)
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_groups_split_across_two_processes_are_graded_whole(live_server, token, worker, tiny_model, tmp_path):
+    # Three groups of four over two processes of six completions: the second group spans both.
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    env.update(GAGAR_TOKEN=token, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           str(ROOT / "tests" / "trainers" / "trl_run.py"), live_server.url, str(tiny_model),
+                           str(tmp_path)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+
+    ranks = [json.loads((tmp_path / f"rank-{rank}.json").read_text()) for rank in (0, 1)]
+    assert [len(r) for r in ranks] == [2, 2]
+    rounds = [(first[0], first[1] + second[1], first[2] + second[2]) for first, second in zip(*ranks, strict=True)]
+    assert all(len(tasks) == 12 and tasks[4:8] == [tasks[4]] * 4 for _, tasks, _ in rounds)
+    assert_trained_on_core_advantages(rounds)
+
+
+def test_it_refuses_a_batch_that_does_not_split_into_its_groups():
+    from gagar_client.steps import Sample
+    from gagar_client.trl import step_records
+
+    sample = Sample(reward=1.0, patch="", messages=[])
+    batch = [("task-0", "p", sample)] * 4 + [("task-1", "q", sample)] * 4
+    with pytest.raises(ValueError, match=r"completions 0\.\.7 are of the tasks \['task-0', 'task-1'\]"):
+        step_records(batch, num_generations=8, pass_threshold=1.0)
+    with pytest.raises(ValueError, match="8 completions do not split into groups of num_generations=3"):
+        step_records(batch, num_generations=3, pass_threshold=1.0)
+
+
+def test_groups_of_the_same_task_in_one_step_get_names_of_their_own():
+    from gagar_client.steps import Sample
+    from gagar_client.trl import step_records
+
+    batch = [("task-0", "p", Sample(reward=float(i % 2), patch=f"p{i}", messages=[])) for i in range(8)]
+    records = step_records(batch, num_generations=4, pass_threshold=1.0)
+    names = [r["group_id"] for r in records]
+    assert len(set(names[:4])) == len(set(names[4:])) == 1 and names[0] != names[4]
+    assert all(name.startswith("task-0:") for name in names)
+    assert [r["trajectory_id"] for r in records[:4]] == ["r1", "r2", "r3", "r4"]
+    assert [r["passed"] for r in records[:4]] == [False, True, False, True]
+    assert records == step_records(batch, num_generations=4, pass_threshold=1.0)  # a retry sends the same

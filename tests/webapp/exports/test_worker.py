@@ -1,0 +1,61 @@
+"""Exports built by real Celery worker processes, and one whose worker is killed mid-build."""
+
+import pytest
+
+from tests.workers.conftest import make_batch, wait_until
+from webapp.advantages import AdvantageConfig
+from webapp.exports.advantages import write_advantages
+from webapp.exports.selectors import export_file, exports_root
+from webapp.exports.services import export_launch, exports_sweep
+from webapp.models import Export
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def reference(batch, tmp_path, export) -> bytes:
+    """The same export written in this process."""
+    path = tmp_path / f"reference.{export.format}"
+    write_advantages(batch, path, format=export.format, config=AdvantageConfig.from_dict(export.config))
+    return path.read_bytes()
+
+
+def status(export) -> Export:
+    return Export.objects.get(pk=export.pk)
+
+
+def test_the_embedded_default_builds_an_export_in_a_worker(tmp_path, filesystem_broker, workers, researcher):
+    batch = make_batch(tmp_path, "exported", 20)
+    workers(filesystem_broker, concurrency=1)
+    export = export_launch(batch=batch, kind="advantages", format="parquet", config={"params": {"w_min": 0.5}},
+                           user=researcher)
+    wait_until(lambda: status(export).status == "done", timeout=60, message="export never finished")
+    export.refresh_from_db()
+    assert export.rows_done == export.rows_total == 62 and export.attempts == 1
+    assert export_file(export, "advantages.parquet").read_bytes() == reference(batch, tmp_path, export)
+    assert sorted(p.name for p in exports_root().iterdir()) == [str(export.pk)]
+
+
+@pytest.mark.slow
+def test_an_export_whose_worker_is_killed_midway_is_built_again_whole(tmp_path, redis_broker, workers, researcher):
+    batch = make_batch(tmp_path, "killed", 300)
+    # One group a chunk: 301 chunks, each committing its progress, so the kill lands midway.
+    env = {**redis_broker, "GAGAR_EXPORT_CHUNK_GROUPS": "1"}
+    first = workers(env, concurrency=1)
+    export = export_launch(batch=batch, kind="advantages", format="jsonl", config={}, user=researcher)
+    wait_until(lambda: status(export).rows_done > 0 or status(export).status not in ("queued", "running"),
+               timeout=60, every=0.01, message="export never started")
+    first.kill()
+    killed = status(export)
+    assert killed.status == "running", (killed.status, killed.error, first.output())
+    assert 0 < killed.rows_done < killed.rows_total == 902
+    half = exports_root() / f"{export.pk}.{killed.claim_token}.tmp"
+    assert half.is_dir() and not (exports_root() / str(export.pk)).exists()  # a half file, never in place
+
+    assert exports_sweep(stuck_after=0).requeued == 1
+    assert not half.exists()
+    workers(env, concurrency=1, log="worker2.log")
+    wait_until(lambda: status(export).status == "done", timeout=120, message="export never finished")
+    export.refresh_from_db()
+    assert export.attempts == 2 and export.rows_done == 902
+    assert export_file(export, "advantages.jsonl").read_bytes() == reference(batch, tmp_path, export)
+    assert sorted(p.name for p in exports_root().iterdir()) == [str(export.pk)]

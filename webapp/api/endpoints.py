@@ -1,0 +1,230 @@
+"""The trainer API: batches, grading, advantages, exports and online steps, documented at /api/docs.
+
+Every operation checks the caller's role first (`auth.require`), then parses, calls one
+service or selector and answers. Every error is `{"errors": [...]}` with the status that
+says what kind: 400 bad input, 401 no or bad token, 403 a role missing, 404, 411/413/415
+an upload that cannot be taken, 422 a parameter of the wrong shape.
+"""
+
+import shutil
+
+from django.http import FileResponse, Http404, StreamingHttpResponse
+from django.shortcuts import get_object_or_404
+from ninja import NinjaAPI, Query, Status
+from ninja.errors import HttpError, ValidationError
+
+from webapp.advantages import AdvantageConfig
+from webapp.api import schemas, selectors, services
+from webapp.api.auth import EXPORTER, GRADER, READER, TokenAuth, require
+from webapp.api.uploads import received_body, scratch_folder
+from webapp.exports import services as exports
+from webapp.exports.advantages import advantage_jsonl_lines, write_advantages
+from webapp.exports.selectors import export_file as export_file_path
+from webapp.models import Batch, Export
+
+
+class Api(NinjaAPI):
+    def get_openapi_operation_id(self, operation) -> str:
+        """The view's name (`batch_upload`), which is also what a client generator names its call."""
+        return operation.view_func.__name__
+
+    def validation_error_from_error_contexts(self, error_contexts) -> ValidationError:
+        """Each bad field by where it was sent and its path there (`body.grader`,
+        `query.config.params`), not through the view's argument that holds it (`body.payload.grader`)."""
+        errors = []
+        for context in error_contexts:
+            model = context.model
+            for error in context.pydantic_validation_error.errors(include_url=False):
+                loc = error["loc"]
+                if loc in model.__ninja_flatten_map_reverse__:
+                    loc = model.__ninja_flatten_map_reverse__[loc]
+                elif len(loc) > 1 and loc[0] in model.model_fields:
+                    loc = loc[1:]
+                errors.append({"loc": (model.__ninja_param_source__, *loc), "msg": error["msg"]})
+        return ValidationError(errors)
+
+
+api = Api(
+    title="GAGAR Studio API",
+    version="1",
+    description="Upload rollouts, grade them, fetch advantages and exports, grade one training step online. "
+                "Authenticate with `Authorization: Bearer <token>` (make a token on the API tokens page).",
+    auth=TokenAuth(),
+    urls_namespace="api",
+)
+
+JSONL, PARQUET = "application/x-ndjson", "application/vnd.apache.parquet"
+ERRORS = {status: schemas.ErrorOut for status in (400, 401, 403, 404, 422)}
+UPLOAD_ERRORS = {**ERRORS, **{status: schemas.ErrorOut for status in (411, 413, 415)}}
+ROLLOUTS_BODY = {"requestBody": {"required": True, "content": {
+    JSONL: {"schema": {"type": "string", "format": "binary"}},
+}, "description": "rollouts as JSON Lines (docs/rollout-format.md); `Content-Encoding: gzip` or `zstd` "
+                  "when compressed. Streamed to disk; `Content-Length` is required."}}
+ADVANTAGES_ANSWER = {"responses": {200: {"description": "the rows, as JSON Lines or a Parquet file", "content": {
+    JSONL: {"schema": {"type": "string"}}, PARQUET: {"schema": {"type": "string", "format": "binary"}},
+}}}}
+FILE_ANSWER = {"responses": {200: {"description": "the file", "content": {
+    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}}
+
+
+@api.exception_handler(HttpError)
+def http_error(request, error: HttpError):
+    response = api.create_response(request, {"errors": [error.message]}, status=error.status_code)
+    if error.status_code == 401:
+        response["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+@api.exception_handler(ValidationError)
+def validation_error(request, error: ValidationError):
+    messages = [f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}" for e in error.errors]
+    return api.create_response(request, {"errors": messages}, status=422)
+
+
+@api.exception_handler(Http404)
+def not_found(request, error: Http404):
+    return api.create_response(request, {"errors": [str(error) or "not found"]}, status=404)
+
+
+@api.exception_handler(services.InputError)
+def input_error(request, error: services.InputError):
+    return api.create_response(request, {"errors": error.errors}, status=400)
+
+
+def _batch(batch_id: int) -> Batch:
+    return get_object_or_404(Batch, pk=batch_id)
+
+
+# --- batches -------------------------------------------------------------------------
+
+
+@api.get("/batches", response={200: list[schemas.BatchOut], **ERRORS}, tags=["batches"])
+def batches_list(request, query: Query[schemas.BatchQuery]):
+    """The batches, newest first (at most 100); `name` finds one by its name."""
+    require(request, READER)
+    batches = Batch.objects.defer("sources", "advantage_config")
+    if query.name is not None:
+        batches = batches.filter(name=query.name)
+    return batches[:100]
+
+
+@api.post("/batches", response={200: schemas.ImportOut, 201: schemas.ImportOut, **UPLOAD_ERRORS},
+          openapi_extra=ROLLOUTS_BODY, tags=["batches"])
+def batch_upload(request, query: Query[schemas.UploadQuery]):
+    """Import the body into the batch `name` (created if new: 201), whole or not at all.
+    Identical content already in the batch is skipped; every bad line is an error (400)."""
+    require(request, GRADER)
+    with received_body(request, filename=query.filename) as path:
+        result = services.rollouts_import(path=path, batch_name=query.name, user=request.auth,
+                                          pass_threshold=query.pass_threshold)
+    return Status(201 if result.created else 200, result)
+
+
+@api.get("/batches/{batch_id}", response={200: schemas.StatusOut, **ERRORS}, tags=["batches"])
+def batch_status(request, batch_id: int):
+    """Groups by label, trajectories, and grading progress: gradings per state and the latest runs."""
+    require(request, READER)
+    return selectors.batch_status(_batch(batch_id))
+
+
+@api.post("/batches/{batch_id}/gradings", response={202: schemas.LaunchOut, **ERRORS}, tags=["grading"])
+def grading_launch(request, batch_id: int, payload: schemas.LaunchIn):
+    """Grade the batch's mixed groups with a grader profile; groups already graded or in
+    progress by the same profile are skipped unless `regrade`."""
+    require(request, GRADER)
+    launch = services.grading_start(batch=_batch(batch_id), grader=payload.grader, user=request.auth,
+                                    regrade=payload.regrade)
+    return Status(202, {"run": launch.run.pk if launch.run else None, "queued": launch.queued,
+                        "skipped": launch.skipped})
+
+
+# --- advantages and exports ------------------------------------------------------------
+
+
+@api.get("/batches/{batch_id}/advantages", response={202: schemas.StatusOut, **ERRORS},
+         openapi_extra=ADVANTAGES_ANSWER, tags=["advantages"])
+def advantages(request, batch_id: int, query: Query[schemas.AdvantagesQuery]):
+    """One row per trajectory (docs/exports.md) under the batch's advantage config, once no
+    grading of the batch is queued or running; after `wait` seconds of grading, 202 and
+    the batch's status instead, to ask again: never rows of a half-graded batch."""
+    require(request, EXPORTER)
+    batch = _batch(batch_id)
+    if not selectors.wait_until(lambda: not selectors.grading_active(batch), seconds=query.wait):
+        return Status(202, selectors.batch_status(batch))
+    config = AdvantageConfig.from_dict(batch.advantage_config)
+    filename = f"advantages-{batch.pk}.{query.format}"
+    if query.format == "jsonl":
+        response = StreamingHttpResponse(advantage_jsonl_lines(batch, config), content_type=JSONL)
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
+    folder = scratch_folder()
+    try:
+        path = folder / filename
+        write_advantages(batch, path, format="parquet", config=config)
+        # Open, then remove: the open file stays readable until the response has sent it.
+        data = path.open("rb")
+    finally:
+        shutil.rmtree(folder)
+    return FileResponse(data, as_attachment=True, filename=filename, content_type=PARQUET)
+
+
+@api.post("/batches/{batch_id}/exports", response={202: schemas.ExportOut, **ERRORS}, tags=["exports"])
+def export_launch(request, batch_id: int, payload: schemas.ExportIn):
+    """Start an export built by a worker (or get the identical one already under way); its
+    `config` overrides the batch's advantage config, or holds the SFT export's options."""
+    require(request, EXPORTER)
+    try:
+        export = exports.export_launch(batch=_batch(batch_id), kind=payload.kind, format=payload.format,
+                                       config=payload.config, user=request.auth)
+    except exports.ExportError as error:
+        raise services.InputError([str(error)]) from None
+    return Status(202, export)
+
+
+@api.get("/exports/{export_id}", response={200: schemas.ExportOut, **ERRORS}, tags=["exports"])
+def export_status(request, export_id: int, query: Query[schemas.WaitQuery]):
+    """An export's state, progress and files, once it is done or failed or `wait` seconds have passed."""
+    require(request, EXPORTER)
+    export = get_object_or_404(Export, pk=export_id)
+    selectors.wait_until(lambda: not selectors.export_active(export), seconds=query.wait)
+    export.refresh_from_db()
+    return export
+
+
+@api.get("/exports/{export_id}/files/{name}", response=ERRORS, openapi_extra=FILE_ANSWER, tags=["exports"])
+def export_file(request, export_id: int, name: str):
+    """One file of a finished export, by the name its status lists."""
+    require(request, EXPORTER)
+    export = get_object_or_404(Export, pk=export_id)
+    try:
+        path = export_file_path(export, name)
+    except LookupError as error:
+        raise Http404(str(error)) from None
+    return FileResponse(path.open("rb"), as_attachment=True, filename=name)
+
+
+# --- online steps --------------------------------------------------------------------
+
+
+@api.post("/steps", response={202: schemas.StepSubmitOut, **UPLOAD_ERRORS}, openapi_extra=ROLLOUTS_BODY,
+          tags=["steps"])
+def step_submit(request, query: Query[schemas.StepQuery]):
+    """Submit one training step's rollouts: they become the batch `<run>/step-<step>` and its
+    mixed groups are queued for grading. Sending the same step again changes nothing."""
+    require(request, GRADER)
+    with received_body(request, filename=f"step-{query.step}.jsonl") as path:
+        step = services.step_submit(path=path, run=query.run, step=query.step, grader=query.grader,
+                                    config=query.config.model_dump(exclude_unset=True) if query.config else None,
+                                    user=request.auth, pass_threshold=query.pass_threshold)
+    return Status(202, {"batch": step.batch.name, "batch_id": step.batch.pk, "new_trajectories": step.new_trajectories,
+                        "groups": step.groups, "mixed": step.mixed, "queued": step.queued})
+
+
+@api.get("/steps/{batch_id}", response={200: schemas.StepOut, **ERRORS}, tags=["steps"])
+def step_rewards(request, batch_id: int, query: Query[schemas.WaitQuery]):
+    """Each trajectory's `reward_for_trainer` and each group's state, once no mixed group is
+    waiting for its grading or `wait` seconds have passed (then `complete` is false)."""
+    require(request, GRADER)
+    batch = _batch(batch_id)
+    selectors.wait_until(lambda: not selectors.grading_active(batch), seconds=query.wait)
+    return selectors.step_result(batch)

@@ -1,0 +1,193 @@
+"""What the API reads and answers, as ninja schemas: the OpenAPI document is made from these."""
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from ninja import Schema
+from pydantic import BaseModel, ConfigDict, Field, Json
+
+# How long a request may block waiting for grading or an export; a trainer asks again after.
+MAX_WAIT_S = 120.0
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Wait = Annotated[float, Field(ge=0, le=MAX_WAIT_S, allow_inf_nan=False,
+                              description=f"seconds to block until grading is done (at most {MAX_WAIT_S:g})")]
+# A name as it may appear in a file name of an import (the batch keeps the names of its files).
+FileName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+# A run's name becomes part of a batch name: no control characters, not blank at the start.
+RunName = Annotated[str, Field(min_length=1, max_length=150, pattern=r"^[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$")]
+ProfileName = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class ErrorOut(Schema):
+    errors: list[str] = Field(description="each problem as a sentence; for rollouts `file:line: field: reason`")
+
+
+# --- batches -------------------------------------------------------------------------
+
+
+class BatchQuery(Schema):
+    name: Annotated[str, Field(max_length=200)] | None = None
+
+
+class BatchOut(Schema):
+    id: int
+    name: str
+    created_at: datetime
+    pass_threshold: float
+    n_groups: int
+    n_trajectories: int
+    n_passed: int
+
+
+class UploadQuery(Schema):
+    name: Annotated[str, Field(min_length=1, max_length=200, description="the batch: created, or extended")]
+    pass_threshold: Finite | None = Field(
+        None, description="reward at or above which a line without `passed` passes (default: the app's)")
+    filename: FileName = Field("upload.jsonl", description="the name errors and the batch's sources give it")
+
+
+class ImportOut(Schema):
+    batch: BatchOut
+    created: bool
+    new_groups: int
+    new_trajectories: int
+    unchanged_trajectories: int
+
+
+class RunOut(Schema):
+    id: int
+    grader: str
+    grader_version: str
+    created_at: datetime
+    counts: dict[str, int]
+    failures: list[dict[str, Any]]
+
+
+class StatusOut(Schema):
+    batch: BatchOut
+    labels: dict[str, int] = Field(description="groups per label (mixed, all_pass, all_fail, singleton)")
+    mixed: int
+    graded: int = Field(description="mixed groups with a finished grading")
+    gradings: dict[str, int] = Field(description="gradings of the batch per state: queued, running, done, failed")
+    grading_active: bool
+    runs: list[RunOut] = Field(description="the latest grading runs, newest first")
+
+
+class LaunchIn(Schema):
+    grader: ProfileName = "heuristic"
+    regrade: bool = False
+
+
+class LaunchOut(Schema):
+    run: int | None = Field(description="the new grading run; null when every mixed group was graded or in progress")
+    queued: int
+    skipped: int
+
+
+class AdvantagesQuery(Schema):
+    format: Literal["jsonl", "parquet"] = "jsonl"
+    wait: Wait = 0
+
+
+# --- exports -------------------------------------------------------------------------
+
+
+class ExportIn(Schema):
+    kind: Literal["advantages", "sft"] = "advantages"
+    format: Literal["parquet", "jsonl"] = "parquet"
+    config: dict[str, Any] = Field(default_factory=dict, description="advantage config or SFT options")
+
+
+class ExportFileOut(Schema):
+    name: str
+    bytes: int
+    sha256: str
+
+
+class ExportOut(Schema):
+    id: int
+    batch: str
+    kind: str
+    format: str
+    status: str
+    config: dict[str, Any]
+    rows_done: int
+    rows_total: int
+    error: str
+    files: list[ExportFileOut]
+    created_at: datetime
+    finished_at: datetime | None
+
+    @staticmethod
+    def resolve_batch(export) -> str:
+        return export.batch.name
+
+
+class WaitQuery(Schema):
+    wait: Wait = 0
+
+
+# --- online steps --------------------------------------------------------------------
+
+
+class AdvantageOverrides(BaseModel):
+    """Fields of an advantage config (webapp.advantages.AdvantageConfig) to change; the rest stay."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schedule: str | None = None
+    params: dict[str, Any] | None = None
+    norm_by_std: bool | None = None
+    unbiased_std: bool | None = None
+    w_flag: Finite | None = None
+    flag_names: list[str] | None = None
+
+
+class StepQuery(Schema):
+    run: RunName
+    step: Annotated[int, Field(ge=0, le=10**12)]
+    grader: ProfileName = "heuristic"
+    pass_threshold: Finite | None = None
+    config: Json[AdvantageOverrides] | None = Field(
+        None, description="advantage config overrides as a JSON object, over the app's default config")
+
+
+class StepSubmitOut(Schema):
+    batch: str
+    batch_id: int
+    new_trajectories: int
+    groups: int
+    mixed: int
+    queued: int = Field(description="gradings queued by this call; 0 when the step was already submitted")
+
+
+# The step answers are plain pydantic models: they are made from dicts, and ninja's Schema,
+# which can read ORM objects too, takes ten times as long over a step's thousand rows.
+
+
+class GroupStateOut(BaseModel):
+    group_id: str
+    label: str
+    state: Literal["graded", "pending", "failed", "not_mixed"]
+    reason: str
+
+
+class TrajectoryRewardOut(BaseModel):
+    group_id: str
+    trajectory_id: str
+    reward: float
+    passed: bool
+    grpo_advantage: float
+    advantage: float
+    reward_for_trainer: float
+    source: str
+
+
+class StepOut(BaseModel):
+    batch: str
+    batch_id: int
+    complete: bool = Field(description="no mixed group is still waiting for its grading")
+    config: dict[str, Any]
+    groups: list[GroupStateOut]
+    trajectories: list[TrajectoryRewardOut]

@@ -1,0 +1,131 @@
+"""Reads of the API: tokens, a batch's status, waiting for grading, an online step's rewards."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+
+from django.db.models import Count
+
+from webapp.advantages import MISSING_SCORES, RANKING_MISMATCH, AdvantageConfig, advantage_rows
+from webapp.batches.selectors import label_counts
+from webapp.grading.selectors import batch_grading_status, graded_share
+from webapp.models import ApiToken, Batch, Export, Grading, Group
+
+ACTIVE = (Grading.Status.QUEUED, Grading.Status.RUNNING)
+# Polling the database while a request waits: an online step is graded in a fraction of a
+# second, and a poll is one indexed query, so often.
+POLL_FIRST_S, POLL_MAX_S = 0.01, 0.025
+
+
+def token_digest(value: str) -> str:
+    """How a token is stored and looked up: tokens are random and long, so a plain sha256 will do."""
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def token_by_value(value: str) -> ApiToken | None:
+    """The token row for a presented token (revoked or not), with its user."""
+    return ApiToken.objects.select_related("user").filter(digest=token_digest(value)).first()
+
+
+def user_tokens(user):
+    return ApiToken.objects.filter(user=user)
+
+
+def export_active(export: Export) -> bool:
+    return Export.objects.filter(pk=export.pk, status__in=(Export.Status.QUEUED, Export.Status.RUNNING)).exists()
+
+
+def grading_active(batch: Batch) -> bool:
+    """Whether any grading of `batch` is queued or running."""
+    return Grading.objects.filter(run__batch=batch, status__in=ACTIVE).exists()
+
+
+def wait_until(done: Callable[[], bool], *, seconds: float) -> bool:
+    """Poll `done()` for up to `seconds`; return its last answer."""
+    deadline = time.monotonic() + seconds
+    interval = POLL_FIRST_S
+    while not done():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(interval, left))
+        interval = min(interval * 1.5, POLL_MAX_S)
+    return True
+
+
+def batch_status(batch: Batch) -> dict:
+    runs = batch_grading_status(batch)
+    gradings = dict.fromkeys(Grading.Status.values, 0)
+    gradings.update(Grading.objects.filter(run__batch=batch).order_by().values_list("status")
+                    .annotate(n=Count("id")))
+    labels = {label: 0 for label in Group.Label.values}
+    labels.update(label_counts([batch])[batch.pk])
+    return {
+        "batch": batch,
+        "labels": labels,
+        **graded_share(batch),
+        "gradings": gradings,
+        "grading_active": bool(gradings[Grading.Status.QUEUED] or gradings[Grading.Status.RUNNING]),
+        "runs": [{"id": r.run.pk, "grader": r.run.grader, "grader_version": r.run.grader_version,
+                  "created_at": r.run.created_at, "counts": r.counts,
+                  "failures": [{"group_id": f["group__group_id"], "error": f["error"], "attempts": f["attempts"]}
+                               for f in r.failures]}
+                 for r in runs],
+    }
+
+
+def step_result(batch: Batch) -> dict:
+    """Every trajectory's reward for the trainer under the batch's config, and each group's
+    state: graded (a grader's or a human's ranking applies), pending (a grading of it is
+    queued or running: what `grading_active` waits for), failed (with the reason), or
+    not_mixed (nothing to rank)."""
+    config = AdvantageConfig.from_dict(batch.advantage_config)
+    rows = advantage_rows(batch, config)
+    active: set[str] = set()
+    finished: dict[str, tuple[str, str]] = {}  # group id -> (status, error) of its latest finished grading
+    for group_id, status, error in (Grading.objects.filter(run__batch=batch).order_by("group__group_id", "-pk")
+                                    .values_list("group__group_id", "status", "error")):
+        if status in ACTIVE:
+            active.add(group_id)
+        else:
+            finished.setdefault(group_id, (status, error))
+    groups: dict[str, dict] = {}
+    for row in rows:
+        group_id = row["group_id"]
+        if group_id not in groups:
+            groups[group_id] = _group_state(row, group_id in active, finished.get(group_id))
+    return {
+        "batch": batch.name,
+        "batch_id": batch.pk,
+        "complete": not active,
+        "config": config.as_dict(),
+        "groups": list(groups.values()),
+        "trajectories": [
+            {**{key: row[key] for key in ("group_id", "trajectory_id", "reward", "passed", "grpo_advantage",
+                                          "advantage", "source")},
+             "reward_for_trainer": row["advantage"]}
+            for row in rows
+        ],
+    }
+
+
+def _group_state(row: dict, active: bool, finished: tuple[str, str] | None) -> dict:
+    """A group's state from one of its advantage rows, whether a grading of it is queued or
+    running, and its latest finished grading (status, error)."""
+    state = {"group_id": row["group_id"], "label": row["label"]}
+    if row["label"] != Group.Label.MIXED:
+        return {**state, "state": "not_mixed", "reason": f"{row['label']}: no pass/fail mix to rank"}
+    if active:
+        return {**state, "state": "pending", "reason": "its grading is queued or running"}
+    if row["source"] in ("human", "grader"):
+        return {**state, "state": "graded", "reason": f"ranked by the {row['source']}"}
+    if row["source"] == "fallback" and row["source_reason"] not in (RANKING_MISMATCH, MISSING_SCORES):
+        # A ranking that leaves GRPO's advantages as they are (one passing trajectory, ...).
+        return {**state, "state": "graded", "reason": f"ranked; GRPO's advantages stand: {row['source_reason']}"}
+    if row["source"] == "fallback":
+        return {**state, "state": "failed", "reason": f"the ranking cannot apply: {row['source_reason']}"}
+    if finished is None:
+        return {**state, "state": "failed", "reason": "no grading was launched for it"}
+    return {**state, "state": "failed", "reason": f"grading failed: {finished[1]}"}

@@ -1,0 +1,201 @@
+"""The advantages export: one row per trajectory of a batch, as Parquet or JSON Lines.
+
+Byte-reproducible: the same rows and config give the same bytes. Nothing in the
+data file depends on when or by whom it was made (that is the manifest's), rows
+come in code point order of (group_id, trajectory_id), and the Parquet writer's
+options, row-group size included, are fixed here. Memory stays flat in batch
+size: rows are read a chunk of whole groups at a time and written a row group
+(Parquet) or a line (JSON Lines) at a time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from webapp.advantages import AdvantageChunk, AdvantageConfig, advantage_chunks
+from webapp.models import Batch
+
+SCHEMA = pa.schema([
+    pa.field("batch", pa.string(), nullable=False),
+    pa.field("group_id", pa.string(), nullable=False),
+    pa.field("trajectory_id", pa.string(), nullable=False),
+    pa.field("reward", pa.float64(), nullable=False),
+    pa.field("corrected_reward", pa.float64()),  # no way yet for a human to override a verdict: null
+    pa.field("passed", pa.bool_(), nullable=False),
+    pa.field("label", pa.string(), nullable=False),
+    pa.field("grpo_advantage", pa.float64(), nullable=False),
+    pa.field("factor", pa.float64()),
+    pa.field("rank", pa.int32()),
+    pa.field("advantage", pa.float64(), nullable=False),
+    pa.field("reward_for_trainer", pa.float64(), nullable=False),
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("source_reason", pa.string(), nullable=False),
+    pa.field("flags", pa.list_(pa.field("element", pa.string(), nullable=False)), nullable=False),
+    pa.field("grader", pa.string()),
+    pa.field("grader_version", pa.string()),
+    pa.field("ranking_version", pa.string()),
+])
+COLUMNS = tuple(SCHEMA.names)
+FORMATS = ("parquet", "jsonl")
+DATA_FILE = {"parquet": "advantages.parquet", "jsonl": "advantages.jsonl"}
+# Every option that shapes the bytes, pinned; the row-group size is applied by
+# `_RowGroups`, so that it does not follow how the rows were read.
+PARQUET_OPTIONS = {
+    "version": "2.6", "data_page_version": "1.0", "compression": "zstd", "compression_level": 3,
+    "use_dictionary": True, "write_statistics": True, "store_schema": True, "use_compliant_nested_type": True,
+    "write_page_index": False,
+}
+ROW_GROUP_ROWS = 65_536
+
+Progress = Callable[[int, int], None]  # (rows written so far, rows in all)
+
+
+@dataclass
+class Written:
+    """What a write produced: rows, and their counts by group label and by source."""
+
+    rows: int = 0
+    labels: Counter = field(default_factory=Counter)
+    sources: Counter = field(default_factory=Counter)
+
+    def add(self, chunk: AdvantageChunk) -> None:
+        sizes = np.bincount(chunk.group_index, minlength=len(chunk.group_ids)).tolist()
+        for size, label, source in zip(sizes, chunk.label, chunk.source, strict=True):
+            self.labels[label] += size
+            self.sources[source] += size
+        self.rows += len(chunk)
+
+
+def write_advantages(batch: Batch, path: Path, *, format: str, config: AdvantageConfig,
+                     on_progress: Progress | None = None) -> int:
+    """Write the advantages of `batch` under `config` to `path` as `format` ("parquet" or
+    "jsonl"); `on_progress(rows written, rows in all)` after each chunk. Returns the row count."""
+    return write_counted(batch, path, format=format, config=config, on_progress=on_progress).rows
+
+
+def write_counted(batch: Batch, path: Path, *, format: str, config: AdvantageConfig,
+                  on_progress: Progress | None = None) -> Written:
+    """`write_advantages`, returning the counts a manifest reports as well."""
+    if format not in FORMATS:
+        raise ValueError(f"format: must be one of {', '.join(FORMATS)}, not {format!r}")
+    written = Written()
+    with open(path, "wb") as out:
+        if format == "jsonl":
+            for chunk in _counted(batch, config, written, on_progress):
+                out.write(_jsonl(batch.name, chunk))
+        else:
+            with pq.ParquetWriter(out, SCHEMA, **PARQUET_OPTIONS) as writer:
+                row_groups = _RowGroups(writer)
+                for chunk in _counted(batch, config, written, on_progress):
+                    row_groups.write(_table(batch.name, chunk))
+                row_groups.flush()
+    return written
+
+
+def _counted(batch: Batch, config: AdvantageConfig, written: Written,
+             on_progress: Progress | None) -> Iterator[AdvantageChunk]:
+    """The chunks of `batch`, each counted (and progress told) once the caller has written it."""
+    for chunk in advantage_chunks(batch, config):
+        yield chunk
+        written.add(chunk)
+        if on_progress:
+            on_progress(written.rows, batch.n_trajectories)
+
+
+def advantage_jsonl_lines(batch: Batch, config: AdvantageConfig) -> Iterator[bytes]:
+    """The JSON Lines export of `batch`, a block of whole lines per chunk of groups: the same
+    bytes as `write_advantages(format="jsonl")`, for a streaming response."""
+    for chunk in advantage_chunks(batch, config):
+        yield _jsonl(batch.name, chunk)
+
+
+def _jsonl(batch: str, chunk: AdvantageChunk) -> bytes:
+    lines = []
+    for row in chunk.rows():
+        row = {"batch": batch, **row, "corrected_reward": None, "reward_for_trainer": row["advantage"]}
+        lines.append(orjson.dumps({name: row[name] for name in COLUMNS}))
+    lines.append(b"")
+    return b"\n".join(lines)
+
+
+def _table(batch: str, chunk: AdvantageChunk) -> pa.Table:
+    n, groups = len(chunk), chunk.group_index
+
+    def per_group(values: list) -> pa.Array:
+        return pa.array(values, pa.string()).take(groups)
+
+    # `reward_for_trainer` is `advantage`: GAGAR advantages sum to zero in a group, so a
+    # trainer that subtracts the group mean (without std scaling) gives them back unchanged.
+    advantage = pa.array(chunk.advantage, pa.float64())
+    return pa.Table.from_arrays([
+        pa.repeat(pa.scalar(batch, pa.string()), n),
+        per_group(chunk.group_ids),
+        pa.array(chunk.trajectory_ids, pa.string()),
+        pa.array(chunk.reward, pa.float64()),
+        pa.nulls(n, pa.float64()),
+        pa.array(chunk.passed, pa.bool_()),
+        per_group(chunk.label),
+        pa.array(chunk.grpo_advantage, pa.float64()),
+        pa.array(chunk.factor, pa.float64(), mask=np.isnan(chunk.factor)),
+        pa.array(chunk.rank.astype(np.int32), pa.int32(), mask=chunk.rank == 0),
+        advantage,
+        advantage,
+        per_group(chunk.source),
+        per_group(chunk.source_reason),
+        _flags(chunk),
+        per_group(chunk.grader),
+        per_group(chunk.grader_version),
+        per_group(chunk.ranking_version),
+    ], schema=SCHEMA)
+
+
+def _flags(chunk: AdvantageChunk) -> pa.Array:
+    """list<string> per trajectory from the few that have flags: offsets and values only."""
+    counts = np.zeros(len(chunk), dtype=np.int32)
+    values: list[str] = []
+    for i in sorted(chunk.flags):
+        counts[i] = len(chunk.flags[i])
+        values.extend(chunk.flags[i])
+    offsets = np.zeros(len(chunk) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values, pa.string()),
+                                    type=SCHEMA.field("flags").type)
+
+
+class _RowGroups:
+    """Hands a Parquet writer row groups of exactly ROW_GROUP_ROWS rows (the last one fewer),
+    whatever the size of the tables handed in. A writer given no row at all still makes a
+    valid file, with the schema and no row group (an empty batch)."""
+
+    def __init__(self, writer: pq.ParquetWriter):
+        self.writer = writer
+        self.pending: list[pa.Table] = []
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        self.pending.append(table)
+        self.rows += table.num_rows
+        if self.rows >= ROW_GROUP_ROWS:
+            whole = pa.concat_tables(self.pending)
+            full = whole.num_rows - whole.num_rows % ROW_GROUP_ROWS
+            self.writer.write_table(whole.slice(0, full), row_group_size=ROW_GROUP_ROWS)
+            rest = whole.slice(full)
+            self.pending, self.rows = [rest], rest.num_rows
+
+    def flush(self) -> None:
+        if self.rows:
+            self.writer.write_table(pa.concat_tables(self.pending), row_group_size=ROW_GROUP_ROWS)
+
+
+def writer_version() -> str:
+    """What Parquet files say wrote them (their `created_by`): the pinned pyarrow's C++ writer.
+    The bytes are reproducible for one such version; the manifest names it."""
+    return f"parquet-cpp-arrow version {pa.__version__}"

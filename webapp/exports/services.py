@@ -1,0 +1,233 @@
+"""Exports: launch, build (in a worker, or in-process for the `export` command), sweep.
+
+As with gradings, the Export row is the truth and broker messages only carry its
+primary key. A worker claims a queued export by a conditional update (queued ->
+running, a fresh claim token), builds its files in a folder of its own named after
+the claim, and renames that folder into place and marks the row done only while
+the claim holds. So a second delivery claims nothing, a failure leaves no half
+file, and a worker that was lost leaves a running row that the sweep queues again
+(its half-built folder removed) until the attempts run out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from importlib.metadata import version
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from grading.advantages import LABELS
+from webapp.advantages import SOURCES, AdvantageConfig, parse_advantage_config
+from webapp.exports.advantages import DATA_FILE, FORMATS, SCHEMA, Progress, write_counted, writer_version
+from webapp.exports.selectors import exports_root
+from webapp.jobs import CPU, EXPORT_TASK, app
+from webapp.models import Batch, Export
+from webapp.roles import may_export
+
+log = logging.getLogger(__name__)
+
+QUEUED, RUNNING, DONE, FAILED = Export.Status.QUEUED, Export.Status.RUNNING, Export.Status.DONE, Export.Status.FAILED
+ACTIVE = (QUEUED, RUNNING)
+ADVANTAGES, SFT = Export.Kind.ADVANTAGES, Export.Kind.SFT
+MANIFEST = "manifest.json"
+MAX_ATTEMPTS = 3
+ERROR_CHARS = 4000
+
+
+class ExportError(ValueError):
+    """An export that cannot be made as asked: "field: reason"."""
+
+
+class ClaimLost(Exception):
+    """The export's row moved on (swept, claimed again) while this worker built it."""
+
+
+def export_config(*, batch: Batch, kind: str, format: str, config: Mapping) -> dict:
+    """The complete, validated configuration an export of `kind` will be made with.
+
+    Advantages: `config` overrides the batch's redistribution config (fields of
+    AdvantageConfig; {} keeps it). Grader SFT: `config` holds its options, always JSON
+    Lines. ExportError names the field and the reason."""
+    if kind == ADVANTAGES:
+        if format not in FORMATS:
+            raise ExportError(f"format: must be one of {', '.join(FORMATS)}, not {format!r}")
+        try:
+            base = AdvantageConfig.from_dict(batch.advantage_config)
+            return parse_advantage_config(config, base=base).as_dict()
+        except (ValueError, TypeError) as error:
+            raise ExportError(f"config: {error}") from None
+    if kind == SFT:
+        if format != Export.Format.JSONL:
+            raise ExportError(f"format: the grader SFT export is jsonl, not {format!r}")
+        from webapp.exports.sft import parse_sft_options  # the SFT export's own module
+
+        try:
+            return parse_sft_options(config)
+        except ValueError as error:
+            raise ExportError(f"config: {error}") from None
+    raise ExportError(f"kind: must be one of {', '.join(Export.Kind.values)}, not {kind!r}")
+
+
+def export_launch(*, batch: Batch, kind: str, format: str, config: Mapping, user) -> Export:
+    """Queue an export of `batch`, or return the identical one already queued or running.
+    The message goes out once the transaction commits."""
+    if not may_export(user):
+        raise PermissionDenied("exports are for researchers")
+    config = export_config(batch=batch, kind=kind, format=format, config=config)
+    with transaction.atomic():
+        # One launch of a batch at a time, so that two identical ones cannot both start.
+        Batch.objects.select_for_update().filter(pk=batch.pk).exists()
+        running = Export.objects.filter(batch=batch, kind=kind, format=format, config=config,
+                                        status__in=ACTIVE).first()
+        if running is not None:
+            return running
+        export = Export.objects.create(batch=batch, kind=kind, format=format, config=config, created_by=user,
+                                       queued_at=timezone.now())
+        transaction.on_commit(lambda: enqueue(export.pk), robust=True)
+    return export
+
+
+def enqueue(export_id: int) -> None:
+    # A connection for this message, from the app's configuration as it is now.
+    with app.connection_for_write() as connection:
+        app.send_task(EXPORT_TASK, kwargs={"export_id": export_id}, queue=CPU, producer=connection.Producer())
+
+
+def export_build(export_id: int) -> None:
+    """In a worker: claim the export if it is still queued, build its files, finish it."""
+    token = uuid.uuid4().hex
+    now = timezone.now()
+    claimed = Export.objects.filter(pk=export_id, status=QUEUED).update(
+        status=RUNNING, claim_token=token, claimed_at=now, started_at=now, attempts=F("attempts") + 1,
+        rows_done=0)
+    if not claimed:
+        return
+    export = Export.objects.select_related("batch", "created_by").get(pk=export_id)
+    mine = Export.objects.filter(pk=export_id, status=RUNNING, claim_token=token)
+
+    def progress(done: int, total: int) -> None:
+        if not mine.update(rows_done=done, rows_total=total):
+            raise ClaimLost
+
+    work = exports_root() / f"{export.pk}.{token}.tmp"
+    try:
+        files = export_files(batch=export.batch, kind=export.kind, format=export.format, config=export.config,
+                             folder=work, export_id=export.pk, created_by=export.created_by, on_progress=progress)
+        _finish(export, token, work, files)
+    except ClaimLost:
+        log.warning("export %s: claim lost while building; its result is dropped", export_id)
+    except Exception as error:  # whatever broke the build, the row says so and no file is left
+        log.exception("export %s failed", export_id)
+        mine.update(status=FAILED, error=_message(error), finished_at=timezone.now())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _finish(export: Export, token: str, work: Path, files: list[dict]) -> None:
+    """Rename the built folder into place and mark the row done, only while the claim holds."""
+    final = exports_root() / str(export.pk)
+    with transaction.atomic():
+        mine = Export.objects.select_for_update().filter(pk=export.pk, status=RUNNING, claim_token=token)
+        if not mine.exists():
+            raise ClaimLost
+        # Left by a worker that renamed its folder and died before its commit.
+        shutil.rmtree(final, ignore_errors=True)
+        work.rename(final)
+        mine.update(status=DONE, folder=final.name, files=files, error="", finished_at=timezone.now())
+
+
+def _message(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"[:ERROR_CHARS]
+
+
+def export_files(*, batch: Batch, kind: str, format: str, config: dict, folder: Path, export_id: int | None,
+                 created_by, on_progress: Progress | None = None, data_name: str | None = None) -> list[dict]:
+    """Write an export's files into `folder` (made here, must not exist) and its manifest last;
+    return [{name, bytes, sha256}] of each, the manifest last. The worker and the `export`
+    command both build through here. `data_name` renames the advantages data file."""
+    folder.mkdir(parents=True)
+    manifest = {"export_id": export_id, "kind": kind, "batch": batch.name, "format": format, "config": config}
+    if kind == ADVANTAGES:
+        name = data_name or DATA_FILE[format]
+        written = write_counted(batch, folder / name, format=format, config=AdvantageConfig.from_dict(config),
+                                on_progress=on_progress)
+        manifest.update(
+            rows=written.rows,
+            columns=[{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in SCHEMA],
+            counts={"label": {label: written.labels[label] for label in LABELS},
+                    "source": {source: written.sources[source] for source in SOURCES}},
+        )
+        if format == Export.Format.PARQUET:
+            manifest["writer"] = writer_version()
+    else:
+        from webapp.exports.sft import write_sft  # the SFT export's own module
+
+        manifest["summary"] = write_sft(batch, folder, options=config, on_progress=on_progress)
+    files = [_described(path) for path in sorted(folder.iterdir())]
+    manifest.update(
+        files=files,
+        app_version=version("gagar-studio"),
+        created_by=created_by.get_username() if created_by else None,
+        created_at=timezone.now().isoformat(),
+    )
+    path = folder / MANIFEST
+    path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return [*files, _described(path)]
+
+
+def _described(path: Path) -> dict:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return {"name": path.name, "bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    requeued: int  # were running too long: queued again
+    failed: int    # were running too long and had no attempt left
+    resent: int    # were queued too long: their message sent again
+
+
+def exports_sweep(*, stuck_after: float | None = None, resend_after: float | None = None) -> Sweep:
+    """Queue again the exports stuck in running (their worker is gone; its half-built folder is
+    removed), fail those out of attempts, and re-send the message of stale queued ones. An
+    export task runs under the same time limits as a grading task, hence the same thresholds."""
+    stuck_after = settings.GAGAR_GRADING_STUCK_AFTER if stuck_after is None else stuck_after
+    resend_after = settings.GAGAR_GRADING_RESEND_AFTER if resend_after is None else resend_after
+    now = timezone.now()
+    requeued, failed = [], 0
+    stuck = Export.objects.filter(status=RUNNING, claimed_at__lt=now - timedelta(seconds=stuck_after))
+    for pk, token, attempts in stuck.values_list("pk", "claim_token", "attempts"):
+        mine = Export.objects.filter(pk=pk, status=RUNNING, claim_token=token)
+        if attempts >= MAX_ATTEMPTS:
+            failed += mine.update(
+                status=FAILED, finished_at=now,
+                error=f"gave up after {attempts} attempts: still running after {stuck_after:g} s "
+                      "(its worker was probably lost)")
+        elif mine.update(status=QUEUED, claim_token="", queued_at=now, rows_done=0,
+                         error=f"attempt {attempts} lost its worker; queued again by the sweep"):
+            requeued.append(pk)
+        shutil.rmtree(exports_root() / f"{pk}.{token}.tmp", ignore_errors=True)
+    stale = list(Export.objects.filter(status=QUEUED, queued_at__lt=now - timedelta(seconds=resend_after))
+                 .values_list("pk", flat=True))
+    # Send first: if the broker is down, the rows stay overdue and the next sweep tries again.
+    for pk in requeued + stale:
+        enqueue(pk)
+    resent = Export.objects.filter(pk__in=stale, status=QUEUED).update(queued_at=now)
+    if requeued or failed or stale:
+        log.warning("export sweep: %d requeued, %d failed, %d re-sent", len(requeued), failed, resent)
+    return Sweep(requeued=len(requeued), failed=failed, resent=resent)

@@ -1,0 +1,85 @@
+"""Write an export to a path, in this process (no worker), through the worker's own code path.
+
+    manage.py export advantages --batch NAME --format parquet --out adv.parquet [--w-min 0.3 ...]
+    manage.py export sft --batch NAME --out sft/ [--seed 0 --validation-share 0.1]
+
+Advantages: the data file at --out and its manifest beside it, `<out>.manifest.json`.
+SFT: a folder at --out with its files and `manifest.json`. Files appear only once
+complete (built in a hidden folder beside --out, then renamed); an existing --out is
+replaced only with --force.
+"""
+
+import shutil
+import uuid
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from webapp.exports.services import MANIFEST, ExportError, export_config, export_files
+from webapp.management.commands.advantages import add_config_arguments, config_overrides
+from webapp.models import Batch, Export
+
+
+class Command(BaseCommand):
+    help = "Export a batch's advantages (Parquet or JSON Lines) or its grader SFT data to a path."
+
+    def add_arguments(self, parser):
+        kinds = parser.add_subparsers(dest="kind", required=True, metavar="{advantages,sft}")
+        advantages = kinds.add_parser("advantages", help="one row per trajectory, and a manifest")
+        advantages.add_argument("--format", choices=["parquet", "jsonl"], default="parquet")
+        add_config_arguments(advantages)
+        sft = kinds.add_parser("sft", help="grader SFT examples and preference pairs, and a manifest")
+        sft.add_argument("--seed", type=int)
+        sft.add_argument("--validation-share", type=float, dest="validation_share")
+        for sub in (advantages, sft):
+            sub.add_argument("--batch", required=True)
+            sub.add_argument("--out", required=True, help="the file (advantages) or folder (sft) to write")
+            sub.add_argument("--force", action="store_true", help="replace --out if it exists")
+
+    def handle(self, *args, kind, batch, out, force, **options):
+        try:
+            batch = Batch.objects.get(name=batch)
+        except Batch.DoesNotExist:
+            raise CommandError(f"--batch: no batch named {batch!r}") from None
+        if kind == Export.Kind.ADVANTAGES:
+            format, given = options["format"], config_overrides(options)
+        else:
+            format = Export.Format.JSONL
+            given = {key: options[key] for key in ("seed", "validation_share") if options[key] is not None}
+        try:
+            config = export_config(batch=batch, kind=kind, format=format, config=given)
+        except ExportError as error:
+            raise CommandError(str(error)) from None
+        out = Path(out).absolute()
+        manifest = out.with_name(out.name + ".manifest.json") if kind == Export.Kind.ADVANTAGES else None
+        self._check_out(out, manifest, kind, force)
+        work = out.parent / f".{out.name}.{uuid.uuid4().hex[:12]}.tmp"
+        try:
+            files = export_files(batch=batch, kind=kind, format=format, config=config, folder=work, export_id=None,
+                                 created_by=None, data_name=out.name if manifest else None)
+            if manifest:
+                (work / out.name).replace(out)
+                (work / MANIFEST).replace(manifest)
+            else:
+                shutil.rmtree(out, ignore_errors=True)
+                work.rename(out)
+        except ValueError as error:  # the batch cannot give this export: nothing to export, say
+            raise CommandError(str(error)) from None
+        except OSError as error:
+            raise CommandError(f"--out: {error}") from None
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        written = ", ".join(f"{f['name']} ({f['bytes']:,} bytes)" for f in files)
+        self.stdout.write(f"{kind} export of {batch.name}: {written} -> {out}"
+                          + (f" and {manifest.name}" if manifest else ""))
+
+    def _check_out(self, out: Path, manifest: Path | None, kind: str, force: bool) -> None:
+        if not out.parent.is_dir():
+            raise CommandError(f"--out: the folder {out.parent} does not exist")
+        if manifest and out.is_dir():
+            raise CommandError(f"--out: {out} is a folder; the advantages export is one file")
+        if not manifest and out.exists() and not out.is_dir():
+            raise CommandError(f"--out: {out} is a file; the {kind} export is a folder")
+        existing = [path for path in (out, manifest) if path and path.exists()]
+        if existing and not force:
+            raise CommandError(f"--out: {existing[0]} exists (--force replaces it)")
