@@ -3,9 +3,11 @@
 Annotations are only ever inserted. A save names the head of the chain its
 editor started from (`based_on_version`); if that chain moved on meanwhile
 the save is refused with a Conflict that carries the newer row. The check
-is made inside the transaction, and the database backs it: a chain cannot
-hold two rows based on the same version, so two saves that both passed the
-check still cannot both land (the loser gets the same Conflict).
+is made inside the transaction, under a row lock on the group that queues
+the group's saves one after another, so saves to different chains never
+turn each other away. The database backs the check: a chain cannot hold two
+rows based on the same version, so two saves that both passed the check
+still cannot both land (the loser gets the same Conflict).
 
 Chains: with an overlap of 1 everyone edits the group's final chain; with
 k-way overlap each annotator ranks in a chain of their own, and a
@@ -35,7 +37,6 @@ from webapp.models import Annotation, AnnotationPolicy, Batch, Grading, Group, L
 from webapp.roles import RESEARCHER, has_role, may_annotate
 
 RATIONALE_LIMIT = 4000  # characters, per trajectory and for the group
-VERSION_RETRIES = 5  # saves to other chains of the group can take the version number we picked
 CANDIDATES = 50  # groups tried per look at the queue
 
 
@@ -118,23 +119,26 @@ def ranking_revert(*, group: Group, user, to_version: int, based_on_version: int
 
 
 def _insert(*, group: Group, user, independent: bool, based_on_version: int, **fields) -> Annotation:
-    for _ in range(VERSION_RETRIES):
-        try:
-            with transaction.atomic():
-                head = chain_head(group, independent=independent, user=user)
-                _check_base(head, based_on_version)
-                top = Annotation.objects.filter(group=group).aggregate(top=Max("version"))["top"] or 0
-                annotation = Annotation.objects.create(
-                    group=group, user=user, independent=independent, version=top + 1,
-                    based_on_version=based_on_version, **fields)
-                if annotation.kind == Annotation.Kind.RANKING:
-                    _complete_lease(group, user)
-                return annotation
-        except IntegrityError:
-            # Either a save based on the same version won the race (a conflict), or a save
-            # to another chain took our version number (try again with the next one).
-            _check_base(chain_head(group, independent=independent, user=user), based_on_version)
-    raise AnnotationError("the group is being saved by many people at once: try again")
+    try:
+        with transaction.atomic():
+            # The group's row lock queues the saves of this group (SQLite's write lock does the same):
+            # each reads its chain head and the group's last version after the one before it committed,
+            # so a save to another chain can never take our version number, and a stale base is seen.
+            Group.objects.select_for_update(no_key=True).get(pk=group.pk)
+            head = chain_head(group, independent=independent, user=user)
+            _check_base(head, based_on_version)
+            top = Annotation.objects.filter(group=group).aggregate(top=Max("version"))["top"] or 0
+            annotation = Annotation.objects.create(
+                group=group, user=user, independent=independent, version=top + 1,
+                based_on_version=based_on_version, **fields)
+            if annotation.kind == Annotation.Kind.RANKING:
+                _complete_lease(group, user)
+            return annotation
+    except IntegrityError:
+        # The constraints back the check: a save based on the same version of this chain landed
+        # although the check passed. Anything else is a broken invariant and must surface.
+        _check_base(chain_head(group, independent=independent, user=user), based_on_version)
+        raise
 
 
 def _check_base(head: Annotation | None, based_on_version: int) -> None:
