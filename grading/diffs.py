@@ -9,19 +9,17 @@ hide the others.
 
 On top of the parse sit integrity markers (cheap, explainable signals such as
 debug prints or leftover scripts), per-patch statistics for the heuristic
-grader, grouping of equivalent patches, file alignment across a group, and an
-interdiff between two trajectories.
+grader, grouping of equivalent patches and file alignment across a group
+(``grading.interdiff`` compares two patches).
 """
 
 from __future__ import annotations
 
 import codecs
-import difflib
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from itertools import islice
 
 from unidiff import PatchSet
 from unidiff.constants import DEV_NULL
@@ -48,7 +46,6 @@ from grading.diff_markers import (  # noqa: F401  (markers are part of this modu
 
 MODIFIED, ADDED, DELETED, RENAMED = "modified", "added", "deleted", "renamed"
 IDENTICAL, WHITESPACE = "identical", "whitespace"
-ONLY_A, ONLY_B, SAME, DIFFERS = "only_a", "only_b", "same", "differs"
 
 @dataclass(frozen=True)
 class Hunk:
@@ -65,6 +62,16 @@ class Hunk:
     removed: int
     markers: frozenset[str] = frozenset()
     line_markers: tuple[tuple[int, str], ...] = ()
+
+    def line_numbers(self) -> list[tuple[int | None, int | None]]:
+        """(old, new) line number of each line: both for context, old only for a
+        removed line, new only for an added one."""
+        old, new, out = self.source_start, self.target_start, []
+        for kind, _ in self.lines:
+            out.append((old if kind != "+" else None, new if kind != "-" else None))
+            old += kind != "+"
+            new += kind != "-"
+        return out
 
 
 @dataclass(frozen=True)
@@ -329,7 +336,7 @@ class FileRow:
     touched_by: tuple[str, ...]
 
 
-def _by_path(parsed: ParsedPatch) -> dict[str, FileDiff]:
+def files_by_path(parsed: ParsedPatch) -> dict[str, FileDiff]:
     # git never repeats a path; for hand-made patches that do, the first wins
     out: dict[str, FileDiff] = {}
     for f in parsed.files:
@@ -339,7 +346,7 @@ def _by_path(parsed: ParsedPatch) -> dict[str, FileDiff]:
 
 def align_files(patches: Mapping[str, ParsedPatch]) -> list[FileRow]:
     """Rows for every path, most-touched first, then alphabetical."""
-    per_traj = {tid: _by_path(parsed) for tid, parsed in patches.items()}
+    per_traj = {tid: files_by_path(parsed) for tid, parsed in patches.items()}
     paths = {path for files in per_traj.values() for path in files}
     rows = []
     for path in paths:
@@ -353,89 +360,6 @@ def align_files(patches: Mapping[str, ParsedPatch]) -> list[FileRow]:
 def unique_files(patches: Mapping[str, ParsedPatch], among: Iterable[str]) -> dict[str, set[str]]:
     """For each id in ``among``: the paths no other id in ``among`` touched."""
     ids = list(dict.fromkeys(among))
-    touched = {tid: set(_by_path(patches[tid])) for tid in ids}
+    touched = {tid: set(files_by_path(patches[tid])) for tid in ids}
     counts = Counter(path for paths in touched.values() for path in paths)
     return {tid: {p for p in paths if counts[p] == 1} for tid, paths in touched.items()}
-
-
-# --- interdiff -----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class FileInterdiff:
-    """How trajectory A's change to ``path`` differs from B's. ``lines`` is a
-    unified diff for "differs", that side's hunks for "only_a"/"only_b", empty
-    for "same"; ``truncated`` says lines were left out to bound the output."""
-
-    path: str
-    status: str
-    lines: tuple[str, ...]
-    truncated: bool = False
-
-
-_DIFF_INPUT_CAP = 3000  # lines per side handed to difflib, which is superlinear
-
-
-def _render_hunks(f: FileDiff) -> Iterator[str]:
-    for h in f.hunks:
-        yield h.header
-        yield from (kind + text for kind, text in h.lines)
-
-
-def _post_image(f: FileDiff) -> list[str]:
-    """The changed regions of the file after the patch: each hunk's context
-    and added lines. Without the base file this is all we can rebuild; the
-    separators carry only the base-side range, which both sides share, so
-    edits elsewhere in the file do not make every separator differ."""
-    out: list[str] = []
-    for h in f.hunks:
-        old_len = sum(1 for kind, _ in h.lines if kind != "+")
-        out.append(f"@@ -{h.source_start},{old_len} @@")
-        out.extend(text for kind, text in h.lines if kind != "-")
-    return out
-
-
-def _differences(a: FileDiff, b: FileDiff) -> tuple[list[str], bool]:
-    """Diff lines of B's change against A's, and whether the input was capped."""
-    if BINARY in (a.status, b.status):
-        return ["binary file: contents cannot be compared"], False
-    head = []
-    if a.status != b.status or a.old_path != b.old_path:
-        head = [f"A: {a.status} (from {a.old_path}); B: {b.status} (from {b.old_path})"]
-    left, right = _post_image(a), _post_image(b)
-    if left == right:  # same result, reached by removing different lines
-        left, right = list(_render_hunks(a)), list(_render_hunks(b))
-    capped = max(len(left), len(right)) > _DIFF_INPUT_CAP
-    left, right = left[:_DIFF_INPUT_CAP], right[:_DIFF_INPUT_CAP]
-    return head + list(difflib.unified_diff(
-        left, right, f"A/{a.path}", f"B/{b.path}", lineterm="")), capped
-
-
-def _same_change(a: FileDiff, b: FileDiff) -> bool:
-    return (a.status == b.status != BINARY and a.old_path == b.old_path
-            and [(h.header, h.lines) for h in a.hunks] == [(h.header, h.lines) for h in b.hunks])
-
-
-def interdiff(patch_a: str | ParsedPatch, patch_b: str | ParsedPatch, *,
-              max_file_lines: int = 400, max_total_lines: int = 4000) -> list[FileInterdiff]:
-    """File by file, sorted by path, how B's change differs from A's."""
-    files_a = _by_path(patch_a if isinstance(patch_a, ParsedPatch) else parse_patch(patch_a))
-    files_b = _by_path(patch_b if isinstance(patch_b, ParsedPatch) else parse_patch(patch_b))
-    budget = max_total_lines
-    out = []
-    for path in sorted(files_a.keys() | files_b.keys()):
-        a, b = files_a.get(path), files_b.get(path)
-        capped = False
-        if a is None or b is None:
-            status, body = (ONLY_B, _render_hunks(b)) if a is None else (ONLY_A, _render_hunks(a))
-        elif _same_change(a, b):
-            status, body = SAME, iter(())
-        elif budget <= 0:  # no room left: skip difflib's cost
-            status, body = DIFFERS, iter(("",))
-        else:
-            lines, capped = _differences(a, b)
-            status, body = DIFFERS, iter(lines)
-        kept = tuple(islice(body, max(0, min(max_file_lines, budget))))
-        truncated = capped or next(body, None) is not None
-        budget -= len(kept)
-        out.append(FileInterdiff(path=path, status=status, lines=kept, truncated=truncated))
-    return out

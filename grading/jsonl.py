@@ -12,6 +12,7 @@ import io
 import json
 import math
 import os
+import re
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,8 @@ _SUFFIX = {"gzip": ".gz", "zstd": ".zst"}
 # orjson reads an integer beyond 64 bits as a float: a line with a float that large
 # (rare either way) is read again by json, which keeps such integers exact.
 _HUGE = 2.0**63
+# C0, DEL and C1: never part of a name, and shown escaped in messages (one error, one line).
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class ErrorLog:
@@ -40,7 +43,7 @@ class ErrorLog:
         self.count += 1
         if len(self.messages) < self.cap:
             where = source if line is None else f"{source}:{line}"
-            message = f"{where}: {field}: {reason}"
+            message = CONTROL_CHARACTERS.sub(_escaped, f"{where}: {field}: {reason}")
             # Unpaired surrogates from JSON escapes would break whoever prints or stores this.
             self.messages.append(message.encode("utf-8", "backslashreplace").decode("utf-8"))
 
@@ -55,11 +58,26 @@ class ErrorLog:
         return "\n".join(lines)
 
 
+def _escaped(match: re.Match) -> str:
+    return f"\\u{ord(match[0]):04x}"
+
+
+class OutOfRangeFloat(float):
+    """A JSON number beyond the float range, such as 1e400: infinite, and remembers how it
+    was written so that an error can name it."""
+
+    literal: str
+
+    def __new__(cls, literal: str) -> OutOfRangeFloat:
+        number = super().__new__(cls, literal)
+        number.literal = literal
+        return number
 
 
 def read_json_lines(path: Path, source: str, errors: ErrorLog, limit: int):
     """Yield ``(line number, object, suspicious)`` for each line that parses; `suspicious`
-    when it holds NaN/Infinity or a NUL escape, which a caller may want to reject."""
+    when it holds NaN/Infinity, a number beyond the float range or a NUL escape, which a
+    caller may want to reject."""
     try:
         raw = open(path, "rb")
     except FileNotFoundError:
@@ -90,7 +108,7 @@ def read_json_lines(path: Path, source: str, errors: ErrorLog, limit: int):
                 if isinstance(parsed, str):
                     errors.add(source, line, "line", parsed)
                 else:
-                    yield line, parsed, decoder.saw_constant or b"\\u0000" in data
+                    yield line, parsed, decoder.saw_non_finite or b"\\u0000" in data
         except (EOFError, OSError, zlib.error, zstandard.ZstdError) as exc:
             kind = _compression_of(source) or "file"
             reason = f"truncated or corrupt {kind} data ({exc})"
@@ -215,19 +233,26 @@ def _lines(stream: IO[bytes], limit: int) -> Iterator[tuple[int, bytes | None, i
 
 
 class _Decoder:
-    """Strict JSON: UTF-8 only, and NaN/Infinity noted so they can be reported by field."""
+    """Strict JSON: UTF-8 only, and non-finite numbers noted so they can be reported by field."""
 
     def __init__(self) -> None:
-        self.saw_constant = False
-        self._json = json.JSONDecoder(parse_constant=self._constant)
+        self.saw_non_finite = False
+        self._json = json.JSONDecoder(parse_constant=self._constant, parse_float=self._float)
 
     def _constant(self, name: str) -> float:
-        self.saw_constant = True
+        self.saw_non_finite = True
         return float(name)
+
+    def _float(self, literal: str) -> float:
+        number = float(literal)
+        if math.isfinite(number):
+            return number
+        self.saw_non_finite = True
+        return OutOfRangeFloat(literal)
 
     def decode(self, data: bytes | bytearray, *, first: bool) -> Any:
         """The parsed value, or a string saying why the line is not JSON."""
-        self.saw_constant = False
+        self.saw_non_finite = False
         try:  # orjson takes strict UTF-8 JSON without NaN: most lines, 3x faster
             value = orjson.loads(data)
         except orjson.JSONDecodeError:  # the slow path below says why, or takes the line
@@ -244,7 +269,8 @@ class _Decoder:
         try:
             value = self._json.decode(text)
         except json.JSONDecodeError as exc:
-            return f"not valid JSON: {exc.msg} at column {exc.colno}"
+            # Some messages end in "at" already ("Unterminated string starting at").
+            return f"not valid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}"
         except ValueError as exc:  # e.g. an integer with too many digits
             return f"not valid JSON: {exc}"
         except RecursionError:
@@ -279,13 +305,15 @@ def json_bytes(value: Any, *, sort_keys: bool = False) -> bytes:
 
 
 def json_kind(value: Any) -> str:
-    """How a JSON value reads in an error message: a number as itself, else its type."""
+    """How a JSON value reads in an error message: a number as written, else its type."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, OutOfRangeFloat):
+        return value.literal if len(value.literal) <= 24 else "a number"
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
     if isinstance(value, int | float):
         text = repr(value)
-        return text if len(text) <= 24 else "a number"
+        return text if len(text) <= 24 else f"a {len(str(abs(value)))}-digit integer"
     names = {str: "a string", list: "an array", dict: "an object"}
     return names.get(type(value), "null")

@@ -11,18 +11,25 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from grading.jsonl import ErrorLog, json_bytes, json_kind, read_json_lines
+from grading.jsonl import (
+    CONTROL_CHARACTERS,
+    ErrorLog,
+    OutOfRangeFloat,
+    json_bytes,
+    json_kind,
+    read_json_lines,
+)
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
 MAX_ID_CHARS = 512
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _COUNT_METRICS = ("num_turns", "output_tokens", "input_tokens")
 _TOP_LEVEL = frozenset(
     ("group_id", "trajectory_id", "reward", "passed", "patch")
@@ -105,7 +112,8 @@ def read_rollouts(
 ) -> Iterator[Rollout]:
     """Yield the valid rollouts of ``paths`` in order, recording every problem in ``errors``.
 
-    Duplicate ids and conflicting tasks are checked across all the paths of one call.
+    Duplicate ids and conflicting tasks are checked across all the paths of one call, and
+    a file given twice, under any spelling (``./f``, a link), is an error, not read again.
     The arguments are checked now; the files are read lazily, as the result is iterated.
     """
     if isinstance(paths, str | Path):
@@ -128,12 +136,30 @@ def load_rollouts(paths: Iterable[str | Path], *, pass_threshold: float = 1.0) -
 
 def _read(paths, errors: ErrorLog, pass_threshold: float, limit: int) -> Iterator[Rollout]:
     batch = _Batch(errors, pass_threshold)
+    given: dict[tuple[int, int], str] = {}  # (device, inode) -> how it was first named
     for path in paths:
         source = str(path)
+        identity = _file_identity(path)
+        if identity in given:
+            reason = f"is the same file as {given[identity]}, given before; give each file once"
+            errors.add(source, None, "file", reason)
+            continue
+        if identity is not None:
+            given[identity] = source
         for line, record, suspicious in read_json_lines(Path(path), source, errors, limit):
             rollout = batch.validate(record, source, line, suspicious)
             if rollout is not None:
                 yield rollout
+
+
+def _file_identity(path: str | Path) -> tuple[int, int] | None:
+    """What every spelling of one file shares; None when it cannot be read (the reader
+    then says why)."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 # Validation: one parsed object -> a Rollout or problems; cross-line checks in _Batch
@@ -272,7 +298,7 @@ class _Check:
             self.bad(path, "must not be empty")
         elif len(value) > MAX_ID_CHARS:
             self.bad(path, f"is {len(value)} characters long, over the limit of {MAX_ID_CHARS}")
-        elif _CONTROL.search(value):
+        elif CONTROL_CHARACTERS.search(value):
             self.bad(path, "must not contain control characters")
         else:
             return value
@@ -307,10 +333,11 @@ class _Check:
             return None
         try:
             reward = float(value)
-        except OverflowError:
-            reward = math.inf
+        except OverflowError:  # an integer beyond the float range
+            self.bad("reward", f"{json_kind(value)} is out of range for a float")
+            return None
         if not math.isfinite(reward):
-            self.bad("reward", f"must be a finite number, got {json_kind(reward)}")
+            self.bad("reward", _non_finite(value))
             return None
         return reward
 
@@ -378,10 +405,11 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _unencodable(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    """``(field, reason)`` for each value we cannot store: NaN, ±Infinity, unpaired
-    surrogate escapes (valid JSON, but not UTF-8) and NUL characters (PostgreSQL text)."""
+    """``(field, reason)`` for each value or key we cannot store: NaN, ±Infinity, numbers
+    beyond the float range, unpaired surrogate escapes (valid JSON, but not UTF-8) and NUL
+    characters (PostgreSQL text and jsonb)."""
     if isinstance(value, float) and not math.isfinite(value):
-        yield path, f"must be a finite number, got {json_kind(value)}"
+        yield path, _non_finite(value)
     elif isinstance(value, str) and not value.isascii() and _SURROGATE.search(value):
         yield path, "contains an unpaired surrogate escape"
     elif isinstance(value, str) and "\x00" in value:
@@ -391,7 +419,15 @@ def _unencodable(value: Any, path: str) -> Iterator[tuple[str, str]]:
             field = f"{path}.{key}" if path else key
             if _SURROGATE.search(key):
                 yield field, "name contains an unpaired surrogate escape"
+            if "\x00" in key:
+                yield field, "name contains a NUL character (\\u0000), which the database cannot store"
             yield from _unencodable(element, field)
     elif isinstance(value, list):
         for index, element in enumerate(value):
             yield from _unencodable(element, f"{path}[{index}]")
+
+
+def _non_finite(value: float) -> str:
+    if isinstance(value, OutOfRangeFloat):
+        return f"{json_kind(value)} is out of range for a float"
+    return f"must be a finite number, got {json_kind(value)}"

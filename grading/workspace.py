@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from grading.diffs import MARKER_LABELS, FileDiff, interdiff, parse_patch, patch_stats, unique_files
+from grading.diffs import MARKER_LABELS, FileDiff, parse_patch, patch_stats, unique_files
 from grading.graders.base import GroupView, TrajectoryView
+from grading.interdiff import interdiff
 from grading.rankings import FLAGS, InvalidRanking, validate_ranking
 
 PROMPT_VERSION = "1"

@@ -3,6 +3,8 @@
 The defaults run the embedded setup (SQLite under GAGAR_DATA_DIR, a broker
 that needs no server); a cluster sets DATABASE_URL and CELERY_BROKER_URL.
 DEBUG is off unless asked for, and then a development SECRET_KEY is allowed.
+GAGAR_PROFILE=production is the profile for serving behind a TLS proxy: HTTPS only,
+secure cookies, HSTS; `manage.py check --deploy` reports nothing under it.
 """
 
 import os
@@ -26,6 +28,12 @@ def env_list(name, default=""):
 
 
 DEBUG = env_bool("DEBUG")
+PROFILE = os.environ.get("GAGAR_PROFILE", "")
+if PROFILE not in ("", "production"):
+    raise ImproperlyConfigured(f"GAGAR_PROFILE={PROFILE!r}: the only profile is 'production'")
+PRODUCTION = PROFILE == "production"
+if PRODUCTION and DEBUG:
+    raise ImproperlyConfigured("DEBUG must be off in the production profile")
 DATA_DIR = Path(os.environ.get("GAGAR_DATA_DIR", BASE_DIR / "var")).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -36,6 +44,8 @@ if not SECRET_KEY:
     SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost" if DEBUG else "")
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS is required in the production profile")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
@@ -47,6 +57,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "ninja",  # the API docs page from local static files, not a CDN (the CSP allows 'self' only)
+    "axes",
     "webapp",
 ]
 
@@ -60,6 +71,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "webapp.middleware.content_security_policy",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: it turns a refused login into the lockout page
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -102,6 +114,22 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Failed logins are counted per account and per client address (django-axes): the
+# AXES_FAILURE_LIMIT-th failure with no AXES_COOLOFF_TIME-hour pause locks that account
+# and that address out, the right password included, until the pause has passed. A
+# success resets no count: axes would reset the address's count too, so one valid
+# account would let its holder guess others' passwords without end.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("GAGAR_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = float(os.environ.get("GAGAR_LOGIN_COOLOFF_HOURS", "0.25"))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "webapp.logins.client_address"
+AXES_USERNAME_CALLABLE = "webapp.logins.attempted_username"
+# Reverse proxies in front of the app, each appending to X-Forwarded-For: the client
+# address is the one the outermost of them saw. 0: REMOTE_ADDR is the client.
+GAGAR_TRUSTED_PROXIES = int(os.environ.get("GAGAR_TRUSTED_PROXIES", "1" if PRODUCTION else "0"))
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "index"
 LOGOUT_REDIRECT_URL = "login"
@@ -115,12 +143,19 @@ STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
 
-SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES")
-CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES")
+SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", PRODUCTION)
+CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", PRODUCTION)
 SESSION_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+if PRODUCTION:
+    # TLS ends at the reverse proxy, which must set X-Forwarded-Proto (and strip a client's own).
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
 
 # Rollout import: a reward at or above this counts as a pass unless the
 # line says `passed` explicitly.
@@ -137,11 +172,16 @@ CELERY_VISIBILITY_TIMEOUT = int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "720
 CELERY_REDIS_KEYPREFIX = os.environ.get("CELERY_REDIS_KEYPREFIX", "")
 GAGAR_GRADING_CHUNK = int(os.environ.get("GAGAR_GRADING_CHUNK", "50"))
 GAGAR_GRADING_MAX_ATTEMPTS = int(os.environ.get("GAGAR_GRADING_MAX_ATTEMPTS", "3"))
-# The sweep re-queues gradings running longer than this (their worker is gone)
-# and re-sends queued ones whose message is older than GAGAR_GRADING_RESEND_AFTER.
+# A worker renews the lease of the gradings it holds every GAGAR_GRADING_HEARTBEAT
+# seconds; the sweep, every GAGAR_SWEEP_INTERVAL, re-queues those whose lease ran out
+# (a killed worker's: back in the queue within lease + interval), sends the messages a
+# broker outage kept back, and re-sends queued ones whose message is older than
+# GAGAR_GRADING_RESEND_AFTER. Exports are re-queued after GAGAR_GRADING_STUCK_AFTER.
+GAGAR_GRADING_LEASE = float(os.environ.get("GAGAR_GRADING_LEASE", "30"))
+GAGAR_GRADING_HEARTBEAT = float(os.environ.get("GAGAR_GRADING_HEARTBEAT", "5"))
 GAGAR_GRADING_STUCK_AFTER = int(os.environ.get("GAGAR_GRADING_STUCK_AFTER", str(GAGAR_GRADING_TIME_LIMIT + 300)))
 GAGAR_GRADING_RESEND_AFTER = int(os.environ.get("GAGAR_GRADING_RESEND_AFTER", "3600"))
-GAGAR_SWEEP_INTERVAL = int(os.environ.get("GAGAR_SWEEP_INTERVAL", "300"))
+GAGAR_SWEEP_INTERVAL = float(os.environ.get("GAGAR_SWEEP_INTERVAL", "15"))
 # Queue per `module:Class` grader, "name=queue,..."; those not listed go to "gpu". Profiles
 # name their own queue (the built-in heuristic one: cpu).
 GAGAR_GRADER_QUEUES = dict(item.split("=", 1) for item in env_list("GAGAR_GRADER_QUEUES"))

@@ -89,3 +89,54 @@ def test_a_reviewer_compares_a_group(page, live_server, batch):
 
     assert page.watch.dialogs == [] and page.watch.errors == []
     assert page.watch.foreign_requests() == []
+
+
+def test_statements_read_as_written_and_the_interdiff_shows_the_changes(page, live_server, tmp_path):
+    from tests.webapp.review.test_diff_numbers import GUTTER_PATCH, module_patch
+    from tests.webapp.review.test_statement import GITHUB, TRAC
+
+    recs = records("trac-ticket", statement=TRAC)
+    recs[0]["patch"] = module_patch({20: "value_20 = 20  # fixed by A"})
+    recs[1]["patch"] = module_patch({310: "value_310 = -310  # fixed by B"})
+    recs[2]["patch"] = GUTTER_PATCH
+    import_batch(tmp_path, recs + records("github-issue", statement=GITHUB), name="statements")
+    make_user("rita", RESEARCHER)
+    login(page, live_server, "rita", PASSWORD)
+
+    page.goto(f"{live_server.url}/groups/{Group.objects.get(group_id='trac-ticket').pk}/")
+    ready(page)
+    as_written, as_markdown = page.locator("pre.statement-text"), page.locator(".statement-views .markdown")
+    expect(as_written).to_be_visible()
+    expect(as_markdown).to_be_hidden()
+    assert as_written.inner_text() == TRAC  # identifiers, tabs, "# Out:" lines and line breaks as written
+    screenshot(page, "08-statement-as-written")
+    page.click("label[for=statement-as-markdown]")  # the toggle is CSS: no script involved
+    expect(as_markdown).to_be_visible()
+    expect(as_written).to_be_hidden()
+    expect(as_markdown.locator("h1").first).to_have_text("Out: b'\\x00\\x01'")
+    page.click("label[for=statement-as-written]")
+    expect(as_written).to_be_visible()
+
+    third = page.locator("td.col", has_text="def total():")
+    gutters = third.locator(".ln.del, .ln.add").evaluate_all(
+        "rows => rows.map(r => [getComputedStyle(r, '::before').content, getComputedStyle(r, '::after').content])")
+    assert gutters == [['"176"', '""'], ['""', '"180"'], ['""', '"181"']]
+
+    page.locator(".group-head h1").click()
+    page.keyboard.press("i")
+    interdiff = page.locator("#interdiff")
+    expect(interdiff.locator(".interdiff-head")).to_contain_text("A = t1")
+    expect(interdiff.locator(".hh")).to_have_text(["@@ -17,7 +17,7 @@", "@@ -307,7 +307,7 @@"])
+    changed = interdiff.locator(".ln.del, .ln.add")
+    expect(changed).to_have_text(["value_20 = 20  # fixed by A", "value_20 = 20",
+                                  "value_310 = 310", "value_310 = -310  # fixed by B"])
+    expect(interdiff.locator(".ln.del .c1").first).to_have_text("# fixed by A")  # highlighted
+    interdiff.scroll_into_view_if_needed()
+    screenshot(page, "09-interdiff-changes")
+
+    page.goto(f"{live_server.url}/groups/{Group.objects.get(group_id='github-issue').pk}/")
+    expect(page.locator(".statement-views .markdown h3")).to_have_text("Bug")
+    expect(page.locator("pre.statement-text")).to_be_hidden()
+    screenshot(page, "10-statement-markdown")
+
+    assert page.watch.dialogs == [] and page.watch.errors == []

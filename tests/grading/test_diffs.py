@@ -16,7 +16,6 @@ from grading.diffs import (
     WHITESPACE_ONLY,
     align_files,
     equivalence_classes,
-    interdiff,
     is_stray_path,
     is_test_path,
     normalise_whitespace,
@@ -24,6 +23,7 @@ from grading.diffs import (
     patch_stats,
     unique_files,
 )
+from grading.interdiff import interdiff
 
 
 def hunk(*lines, start=10):
@@ -192,6 +192,15 @@ def test_a_truncated_patch_sets_error():
 def test_non_text_input_sets_error():
     assert parse_patch(None).error
     assert parse_patch(FIX.encode()).files[0].path == "pkg/core.py"
+
+
+def test_line_numbers_are_old_for_removed_new_for_added_and_both_for_context():
+    text = ("diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -173,7 +177,8 @@ def f():\n"
+            " a\n b\n c\n-d\n+e\n+f\n g\n h\n i\n")
+    (h,) = parse_patch(text).files[0].hunks
+
+    assert h.line_numbers() == [(173, 177), (174, 178), (175, 179), (176, None), (None, 180), (None, 181),
+                                (177, 182), (178, 183), (179, 184)]
 
 
 diff_like_lines = st.lists(
@@ -620,56 +629,3 @@ def test_unique_files_are_files_only_one_of_the_given_trajectories_touched():
         "r1": {"pkg/zeta.py"}, "r2": set(), "r3": {"pkg/alpha.py"}}
     assert unique_files(patches, ["r1", "r2"]) == {"r1": {"pkg/zeta.py"}, "r2": set()}
     assert unique_files(patches, ["r1"]) == {"r1": {"pkg/core.py", "pkg/zeta.py"}}
-
-
-# --- interdiff -----------------------------------------------------------------------
-
-
-def test_interdiff_statuses():
-    a = FIX + section("pkg/only_a.py", hunk("+a = 1")) + section("pkg/shared.py", hunk("+s = 1"))
-    b = section("pkg/core.py", hunk("     a = 1", "-    return a", "+    return a * 2",
-                                     "     # end")) + section("pkg/only_b.py", hunk("+b = 1")) + \
-        section("pkg/shared.py", hunk("+s = 1"))
-
-    result = interdiff(a, b)
-
-    assert [(d.path, d.status) for d in result] == [
-        ("pkg/core.py", "differs"), ("pkg/only_a.py", "only_a"),
-        ("pkg/only_b.py", "only_b"), ("pkg/shared.py", "same")]
-    core, only_a, only_b, shared = result
-    assert "-    return a + 1" in core.lines and "+    return a * 2" in core.lines
-    assert core.lines[:2] == ("--- A/pkg/core.py", "+++ B/pkg/core.py")
-    assert only_a.lines == ("@@ -0,0 +10,1 @@ def f():", "+a = 1")
-    assert only_b.lines == ("@@ -0,0 +10,1 @@ def f():", "+b = 1")
-    assert shared.lines == () and not any(d.truncated for d in result)
-    assert interdiff(a, b) == result
-
-
-def test_interdiff_shows_removals_when_both_sides_end_the_same():
-    a = section("pkg/core.py", hunk(" x = 1", "-y = 2", "+z = 3"))
-    b = section("pkg/core.py", hunk(" x = 1", "-w = 2", "+z = 3"))
-
-    (d,) = interdiff(a, b)
-
-    assert d.status == "differs"
-    assert "--y = 2" in d.lines and "+-w = 2" in d.lines
-
-
-def test_interdiff_is_bounded_and_says_when_it_truncates():
-    a = parse_patch(big_patch(files=3, hunks=5, pairs=40))
-    b = parse_patch(big_patch(files=5, hunks=5, pairs=40).replace("new_", "newer_"))
-
-    result = interdiff(a, b, max_file_lines=50, max_total_lines=120)
-
-    assert sum(len(d.lines) for d in result) <= 120
-    assert all(len(d.lines) <= 50 for d in result)
-    assert all(d.truncated for d in result)
-
-
-def test_interdiff_does_not_claim_binary_files_are_the_same():
-    binary = ("diff --git a/logo.png b/logo.png\nindex 1111111..2222222 100644\n"
-              "Binary files a/logo.png and b/logo.png differ\n")
-
-    (d,) = interdiff(binary, binary)
-
-    assert d.status == "differs"

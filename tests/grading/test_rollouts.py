@@ -447,6 +447,15 @@ def test_it_rejects_malformed_json(tmp_path):
     ]
 
 
+def test_json_errors_that_end_in_at_read_once_at_column(tmp_path):
+    messages = read_one_bad(tmp_path, '{"group_id": "g1', '{"group_id": "g\tx"}')
+
+    assert messages == [
+        f"{tmp_path / 'r.jsonl'}:1: line: not valid JSON: Unterminated string starting at column 14",
+        f"{tmp_path / 'r.jsonl'}:2: line: not valid JSON: Invalid control character at column 16",
+    ]
+
+
 def test_it_rejects_trailing_data_after_the_object(tmp_path):
     [message] = read_one_bad(tmp_path, json.dumps(record()) + " {}")
 
@@ -581,21 +590,22 @@ def test_it_rejects_nan_reward(tmp_path):
     ]
 
 
-@pytest.mark.parametrize(
-    ("literal", "shown"),
-    [
-        ("Infinity", "Infinity"),
-        ("-Infinity", "-Infinity"),
-        ("1e400", "Infinity"),
-        ("-1e999", "-Infinity"),
-    ],
-)
-def test_it_rejects_infinite_reward(tmp_path, literal, shown):
+@pytest.mark.parametrize("literal", ["Infinity", "-Infinity"])
+def test_it_rejects_infinite_reward(tmp_path, literal):
     line = json.dumps(record()).replace("1.0", literal)
 
     [message] = read_one_bad(tmp_path, line)
 
-    assert message.endswith(f"reward: must be a finite number, got {shown}")
+    assert message.endswith(f":1: reward: must be a finite number, got {literal}")
+
+
+@pytest.mark.parametrize("literal", ["1e400", "-1e999", "1.8E+308", "-2e308"])
+def test_it_names_a_reward_beyond_the_float_range_as_out_of_range(tmp_path, literal):
+    line = json.dumps(record()).replace("1.0", literal)
+
+    [message] = read_one_bad(tmp_path, line)
+
+    assert message.endswith(f":1: reward: {literal} is out of range for a float")
 
 
 def test_it_rejects_an_integer_reward_too_large_for_a_float(tmp_path):
@@ -603,7 +613,7 @@ def test_it_rejects_an_integer_reward_too_large_for_a_float(tmp_path):
 
     [message] = read_one_bad(tmp_path, line)
 
-    assert message.endswith("reward: must be a finite number, got Infinity")
+    assert message.endswith(":1: reward: a 401-digit integer is out of range for a float")
 
 
 def test_it_rejects_nan_and_infinity_anywhere_in_a_record(tmp_path):
@@ -615,7 +625,7 @@ def test_it_rejects_nan_and_infinity_anywhere_in_a_record(tmp_path):
     assert [m.split(":1: ")[1] for m in messages] == [
         "meta.loss: must be a finite number, got NaN",
         "metrics.kl[1]: must be a finite number, got -Infinity",
-        "extra: must be a finite number, got Infinity",
+        "extra: 1e999 is out of range for a float",
     ]
 
 
@@ -625,6 +635,41 @@ def test_it_rejects_an_unpaired_surrogate_escape(tmp_path):
     assert read_one_bad(tmp_path, line) == [
         f"{tmp_path / 'r.jsonl'}:1: messages[0].content: contains an unpaired surrogate escape"
     ]
+
+
+KEY_PLACES = {
+    "top level": (lambda key: record(**{key: 1}), ""),
+    "meta": (lambda key: record(meta={key: 1}), "meta."),
+    "task": (lambda key: record(task={**TASK, key: 1}), "task."),
+    "a message": (lambda key: record(messages=[{"role": "user", "content": "c", key: 1}]), "messages[0]."),
+    "tests": (lambda key: record(tests={"passed": [], key: 1}), "tests."),
+    "nested": (lambda key: record(meta={"a": [{"b": {key: 1}}]}), "meta.a[0].b."),
+}
+
+
+@pytest.mark.parametrize("place", KEY_PLACES)
+def test_it_rejects_a_nul_character_in_a_key_anywhere(tmp_path, place):
+    make, prefix = KEY_PLACES[place]
+
+    assert read_one_bad(tmp_path, make("a\x00b")) == [
+        f"{tmp_path / 'r.jsonl'}:1: {prefix}a\\u0000b: name contains a NUL character (\\u0000), "
+        "which the database cannot store"
+    ]
+
+
+@pytest.mark.parametrize("place", KEY_PLACES)
+def test_it_rejects_an_unpaired_surrogate_in_a_key_anywhere(tmp_path, place):
+    make, prefix = KEY_PLACES[place]
+
+    assert read_one_bad(tmp_path, make("a\ud800b")) == [
+        f"{tmp_path / 'r.jsonl'}:1: {prefix}a\\ud800b: name contains an unpaired surrogate escape"
+    ]
+
+
+def test_control_characters_of_a_key_are_escaped_so_each_error_stays_on_one_line(tmp_path):
+    messages = read_one_bad(tmp_path, record(meta={"a\nb": float("nan")}))
+
+    assert messages == [f"{tmp_path / 'r.jsonl'}:1: meta.a\\u000ab: must be a finite number, got NaN"]
 
 
 def test_it_reports_every_bad_field_of_a_line(tmp_path):
@@ -691,6 +736,25 @@ def test_it_rejects_duplicate_trajectory_ids_across_files(tmp_path):
     assert errors.messages == [
         f"{second}:1: trajectory_id: 't1' of group 'g1' already appeared at {first}:2"
     ]
+
+
+@pytest.mark.parametrize("spelling", ["same", "dot", "parent", "symlink", "hard link"])
+def test_the_same_file_given_twice_is_refused_however_it_is_spelled(tmp_path, monkeypatch, spelling):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    first = write(tmp_path / "r.jsonl", record(), record(trajectory_id="t2"))
+    again = {
+        "same": lambda: first,
+        "dot": lambda: Path("./r.jsonl"),
+        "parent": lambda: tmp_path / "sub" / ".." / "r.jsonl",
+        "symlink": lambda: (tmp_path / "link.jsonl").symlink_to(first) or tmp_path / "link.jsonl",
+        "hard link": lambda: (tmp_path / "hard.jsonl").hardlink_to(first) or tmp_path / "hard.jsonl",
+    }[spelling]()
+
+    rollouts, errors = read(first, again)
+
+    assert [r.line for r in rollouts] == [1, 2]
+    assert errors.messages == [f"{again}: file: is the same file as {first}, given before; give each file once"]
 
 
 def test_a_duplicate_is_reported_even_when_the_first_line_was_invalid(tmp_path):

@@ -8,6 +8,7 @@ processes down too, as a lost machine would.
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -39,29 +40,33 @@ def database_url() -> str:
 class Worker:
     """One `celery worker` process group; `log` holds its output."""
 
+    ready = b" ready."
+
     def __init__(self, env: dict, log: Path, *, concurrency: int = 2):
         self.env, self.log, self.concurrency = env, log, concurrency
         self.proc = None
+
+    def command(self) -> list[str]:
+        return ["worker", "-Q", "cpu,gpu", "-c", str(self.concurrency), "-l", "info",
+                "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat"]
 
     def start(self, timeout: float = 30) -> "Worker":
         offset = self.log.stat().st_size if self.log.exists() else 0
         self._out = self.log.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "cpu,gpu",
-             "-c", str(self.concurrency), "-l", "info", "-n", f"test-{uuid.uuid4().hex[:8]}@%h",
-             "--without-gossip", "--without-mingle", "--without-heartbeat"],
+            [sys.executable, "-m", "celery", "-A", "workers", *self.command()],
             cwd=ROOT, env=self.env, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"worker exited with {self.proc.returncode}:\n{self.output()}")
+                raise RuntimeError(f"{self.command()[0]} exited with {self.proc.returncode}:\n{self.output()}")
             with self.log.open("rb") as f:
                 f.seek(offset)
-                if b" ready." in f.read():
+                if self.ready in f.read():
                     return self
             time.sleep(0.1)
-        raise RuntimeError(f"worker not ready after {timeout} s:\n{self.output()}")
+        raise RuntimeError(f"{self.command()[0]} not ready after {timeout} s:\n{self.output()}")
 
     def kill(self) -> None:
         """SIGKILL the whole process group: the worker and its pool die mid-task."""
@@ -85,8 +90,71 @@ class Worker:
         return self.log.read_text(errors="replace")[-6000:] if self.log.exists() else ""
 
 
+class Beat(Worker):
+    """`celery beat`: the periodic sweep, on its schedule from the settings in `env`."""
+
+    ready = b"beat: Starting..."
+
+    def command(self) -> list[str]:
+        return ["beat", "-l", "info", "-s", str(self.log.with_suffix(".schedule"))]
+
+
+class RedisServer:
+    """A redis-server of a test's own on a free port, to stop and start again: the shared
+    one on 6379 serves every other test (and other test runs) and is never stopped."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc = None
+
+    def start(self) -> None:
+        # No persistence: a restart loses every message, the worst a broker outage can do.
+        self.proc = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis(port=self.port)
+        wait_until(lambda: self._pings(client), timeout=10, every=0.05, message="redis-server did not start")
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
+    @staticmethod
+    def _pings(client) -> bool:
+        try:
+            return client.ping()
+        except redis.ConnectionError:
+            return False
+
+
+@pytest.fixture
+def redis_server(tmp_path):
+    """A running redis-server of this test's own (see RedisServer); stopped at the end."""
+    server = RedisServer(tmp_path)
+    server.start()
+    yield server
+    if server.proc.poll() is None:
+        server.stop()
+
+
+@pytest.fixture
+def own_broker(redis_server):
+    """The app and workers on `redis_server` with the default settings (visibility timeout
+    included). Yields the environment a worker needs to use it."""
+    from webapp.jobs import configure
+
+    with override_settings(CELERY_BROKER_URL=redis_server.url):
+        configure(django_settings)
+        yield _env(CELERY_BROKER_URL=redis_server.url)
+    configure(django_settings)
+
+
 def _env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "GAGAR_GRADING"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CELERY_", "GAGAR_GRADING", "GAGAR_SWEEP"))}
     env.update(
         DATABASE_URL=database_url(),
         SECRET_KEY=django_settings.SECRET_KEY,
@@ -131,11 +199,11 @@ def filesystem_broker(tmp_path):
 
 @pytest.fixture
 def workers(tmp_path):
-    """Start workers with `workers(env)`; all are stopped at the end of the test."""
+    """Start workers with `workers(env)` (`beat=True`: celery beat); all are stopped at the end of the test."""
     started = []
 
-    def start(env, *, concurrency=2, log="worker.log"):
-        worker = Worker(env, tmp_path / log, concurrency=concurrency).start()
+    def start(env, *, concurrency=2, log="worker.log", beat=False):
+        worker = (Beat if beat else Worker)(env, tmp_path / log, concurrency=concurrency).start()
         started.append(worker)
         return worker
 

@@ -20,7 +20,13 @@ def test_redis_redelivers_only_after_the_hard_time_limit():
         options = broker_options(settings)
     assert options["visibility_timeout"] > settings.GAGAR_GRADING_TIME_LIMIT
     assert options["global_keyprefix"] == "p:"
-    assert settings.GAGAR_GRADING_STUCK_AFTER > settings.GAGAR_GRADING_TIME_LIMIT
+
+
+def test_a_lost_worker_is_found_within_a_minute_by_default():
+    """A heartbeat renews a lease several times before it runs out; the sweep finds an
+    expired one within its interval (issue 13: within two minutes of a SIGKILL)."""
+    assert settings.GAGAR_GRADING_LEASE >= 3 * settings.GAGAR_GRADING_HEARTBEAT
+    assert settings.GAGAR_GRADING_LEASE + settings.GAGAR_SWEEP_INTERVAL <= 60
 
 
 def test_the_embedded_default_uses_folders_under_the_data_dir(tmp_path):

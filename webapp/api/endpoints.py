@@ -135,7 +135,8 @@ def grading_launch(request, batch_id: int, payload: schemas.LaunchIn):
     launch = services.grading_start(batch=_batch(batch_id), grader=payload.grader, user=request.auth,
                                     regrade=payload.regrade)
     return Status(202, {"run": launch.run.pk if launch.run else None, "queued": launch.queued,
-                        "skipped": launch.skipped})
+                        "skipped": launch.skipped, "active_run": launch.active_run.pk if launch.active_run else None,
+                        "broker_error": launch.broker_error})
 
 
 # --- advantages and exports ------------------------------------------------------------

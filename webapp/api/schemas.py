@@ -4,7 +4,9 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import BaseModel, ConfigDict, Field, Json
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Json
+
+from webapp.batches.services import BATCH_NAME_MAX_CHARS, batch_name_problem
 
 # How long a request may block waiting for grading or an export; a trainer asks again after.
 MAX_WAIT_S = 120.0
@@ -19,6 +21,17 @@ RunName = Annotated[str, Field(min_length=1, max_length=150, pattern=r"^[^\s\x00
 ProfileName = Annotated[str, Field(min_length=1, max_length=200)]
 
 
+def _batch_name(name: str) -> str:
+    problem = batch_name_problem(name.strip())
+    if problem:
+        raise ValueError(problem)
+    return name
+
+
+# The import's own rule (the same answer on SQLite and PostgreSQL), also for a lookup by name.
+BatchName = Annotated[str, Field(min_length=1, max_length=BATCH_NAME_MAX_CHARS), AfterValidator(_batch_name)]
+
+
 class ErrorOut(Schema):
     errors: list[str] = Field(description="each problem as a sentence; for rollouts `file:line: field: reason`")
 
@@ -27,7 +40,7 @@ class ErrorOut(Schema):
 
 
 class BatchQuery(Schema):
-    name: Annotated[str, Field(max_length=200)] | None = None
+    name: BatchName | None = None
 
 
 class BatchOut(Schema):
@@ -41,7 +54,7 @@ class BatchOut(Schema):
 
 
 class UploadQuery(Schema):
-    name: Annotated[str, Field(min_length=1, max_length=200, description="the batch: created, or extended")]
+    name: BatchName = Field(description="the batch: created, or extended")
     pass_threshold: Finite | None = Field(
         None, description="reward at or above which a line without `passed` passes (default: the app's)")
     filename: FileName = Field("upload.jsonl", description="the name errors and the batch's sources give it")
@@ -83,6 +96,9 @@ class LaunchOut(Schema):
     run: int | None = Field(description="the new grading run; null when every mixed group was graded or in progress")
     queued: int
     skipped: int
+    active_run: int | None = Field(description="the run still grading skipped groups, if any")
+    broker_error: str = Field(description="why the gradings are not sent yet (the broker is down; they are sent "
+                                          "as soon as it is back), or empty")
 
 
 class AdvantagesQuery(Schema):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from dataclasses import dataclass, field
 
 from django.core.cache import cache
@@ -87,13 +88,23 @@ def encode_cursor(value, pk: int) -> str:
     return base64.urlsafe_b64encode(json.dumps([value, pk]).encode()).decode().rstrip("=")
 
 
-def decode_cursor(token: str):
-    """(value, pk) or None for anything malformed."""
+# what a cursor's sort value is, per sort column
+CURSOR_VALUE_TYPES = {"group_id": str, "pass_rate": int | float}
+ID_MAX = 2**63 - 1
+
+
+def decode_cursor(token: str, column: str):
+    """(value, pk) or None for anything malformed: a value that is not of the sort
+    column's type or not finite, an id out of the id column's range."""
     try:
         value, pk = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     except (ValueError, TypeError):
         return None
-    if not isinstance(pk, int) or not isinstance(value, str | int | float) or isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, CURSOR_VALUE_TYPES[column]):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(pk, bool) or not isinstance(pk, int) or not 0 < pk <= ID_MAX:
         return None
     return value, pk
 
@@ -133,7 +144,7 @@ def group_page(batch: Batch, flt: GroupFilter, *, after: str = "", before: str =
     unique = column == "group_id"
     base = flt.apply(Group.objects.filter(batch=batch))
     qs = base.only(*LISTING_FIELDS)
-    cursor = decode_cursor(before or after) if (before or after) else None
+    cursor = decode_cursor(before or after, column) if (before or after) else None
     if cursor and before:
         rows = list(_ordered(_after(qs, column, not descending, *cursor, unique), column, descending,
                              reverse=True)[:size + 1])

@@ -18,6 +18,7 @@ import numpy as np
 from django.db import transaction
 
 from grading.advantages import LABELS, group_labels
+from grading.jsonl import CONTROL_CHARACTERS
 from grading.rollouts import (
     ErrorLog,
     Rollout,
@@ -29,6 +30,7 @@ from webapp.bulk import insert_rows
 from webapp.models import Batch, Group, Trajectory, Transcript
 
 CHUNK_SIZE = 2000
+BATCH_NAME_MAX_CHARS = Batch._meta.get_field("name").max_length
 T = TypeVar("T")
 
 
@@ -55,14 +57,20 @@ def batch_import(
 ) -> ImportResult:
     """Import rollout files into the batch `batch_name`, creating it if needed.
 
-    Raises RolloutFormatError (nothing written) when any line is bad or
-    conflicts with what the batch already holds.
+    Raises RolloutFormatError (nothing written) when the batch name or a file name is bad,
+    or any line is bad or conflicts with what the batch already holds.
     """
-    paths = [Path(p) for p in paths]
+    paths = list(paths)  # as given: errors name each file as its user wrote it
+    names = [Path(p).name for p in paths]  # what the batch keeps of them
     batch_name = batch_name.strip()
     errors = ErrorLog()
-    if not batch_name:
-        errors.add("--batch", None, "batch", "a batch name is required")
+    problem = batch_name_problem(batch_name)
+    if problem:
+        errors.add("--batch", None, "batch", problem)
+    for path, name in zip(paths, names, strict=True):
+        if not _is_utf8(name):
+            errors.add(str(path), None, "file", "name is not valid UTF-8; rename the file")
+    if errors:
         raise RolloutFormatError(errors)
     with transaction.atomic():
         batch, created = Batch.objects.select_for_update().get_or_create(
@@ -88,7 +96,7 @@ def batch_import(
             raise RolloutFormatError(errors)
         if writer.new_trajectories:
             _refresh_counts(batch, writer.touched_group_pks)
-            batch.sources = batch.sources + [p.name for p in paths]
+            batch.sources = batch.sources + names
             batch.save()
     return ImportResult(
         batch=batch,
@@ -97,6 +105,29 @@ def batch_import(
         new_trajectories=writer.new_trajectories,
         unchanged_trajectories=sorter.unchanged,
     )
+
+
+def batch_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a batch, if it cannot: checked here, not by the database, so
+    that SQLite and PostgreSQL give the same answer."""
+    if not name:
+        return "a batch name is required"
+    if len(name) > BATCH_NAME_MAX_CHARS:
+        return f"is {len(name)} characters long, over the limit of {BATCH_NAME_MAX_CHARS}"
+    if CONTROL_CHARACTERS.search(name):
+        return "must not contain control characters"
+    if not _is_utf8(name):
+        return "must not contain unpaired surrogates (bytes that are not UTF-8)"
+    return None
+
+
+def _is_utf8(text: str) -> bool:
+    """False for text holding unpaired surrogates: from a command line's undecodable bytes."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _Sorter:

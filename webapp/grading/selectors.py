@@ -67,6 +67,11 @@ def wait_for(run_pks: Sequence[int], *, timeout: float | None = None, interval: 
         time.sleep(interval)
 
 
+def in_progress(run: GradingRun) -> int:
+    """How many gradings of `run` are queued or running."""
+    return run.gradings.filter(status__in=(QUEUED, RUNNING)).count()
+
+
 def graded_share(batch: Batch) -> dict[str, int]:
     """The batch's mixed groups, and how many of them have a finished grading."""
     return {

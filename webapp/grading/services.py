@@ -2,17 +2,21 @@
 
 The Grading rows are the truth; broker messages only carry their primary keys
 and may be lost, delayed or delivered twice. A worker claims a row by a
-conditional update (queued -> running with a fresh claim token) and writes the
-result only while that claim holds, so a duplicate delivery finds nothing to
-claim and a late finisher whose row was swept and regraded writes nothing. A
-lost message is made good by the sweep, which re-sends queued rows that waited
-too long and re-queues running rows whose worker is gone.
+conditional update (queued -> running with a fresh claim token and a lease it
+renews while it grades) and writes the result only while that claim holds, so
+a duplicate delivery finds nothing to claim and a late finisher whose row was
+swept and regraded writes nothing.
+
+The rows are also the outbox: a queued grading whose message the broker has not
+taken has no `sent_at`. Messages go out once the transaction that queued them
+commits; if the broker is down they stay unsent, and the sweep sends them. The
+sweep also re-queues running gradings whose lease ran out (their worker is gone)
+and re-sends the messages a broker lost (a restart without persistence).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 from collections import defaultdict
@@ -24,6 +28,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
 
 from grading.profiles import QUEUES, Profile, ProfileError, load_profiles
 from webapp.bulk import insert_rows
@@ -38,10 +43,20 @@ QUEUED, RUNNING, DONE, FAILED = (Grading.Status.QUEUED, Grading.Status.RUNNING,
 ACTIVE = (QUEUED, RUNNING)
 # A launch of at least this many gradings refreshes PostgreSQL's statistics of the table.
 ANALYZE_AFTER = 1000
+# Gradings marked sent per UPDATE: SQLite takes up to 32766 parameters in a statement.
+MARK_CHUNK = 5000
+# A queued grading whose message was due this long ago, on a queue the broker holds no
+# message of, has lost its message (the broker restarted): the sweep sends it again. Not
+# sooner: a worker may have just taken the message and not yet claimed the grading.
+LOST_AFTER_S = 30
 
 
 class LaunchError(ValueError):
     """A launch that cannot start: unknown grader, bad configuration."""
+
+
+class BrokerUnavailable(Exception):
+    """The broker did not take the messages: their gradings stay unsent, for the sweep."""
 
 
 def grader_profile(grader: str, config: dict | None = None, *, queue: str | None = None) -> Profile:
@@ -73,11 +88,15 @@ def grader_profile(grader: str, config: dict | None = None, *, queue: str | None
     return dataclasses.replace(profile, queue=queue)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Launch:
-    run: GradingRun | None
+    run: GradingRun | None  # None: nothing to grade
     queued: int
     skipped: int
+    active_run: GradingRun | None = None  # the latest run still grading skipped groups
+    # Why the messages are not sent yet (the broker is down; the sweep sends them once it is
+    # back), or "": set when the transaction that queued the gradings commits.
+    broker_error: str = ""
 
 
 def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, user=None,
@@ -86,7 +105,9 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
 
     Skips groups that already have a queued or running grading by the same
     grader and configuration, and, unless `regrade`, those it already graded.
-    Messages go out once the transaction commits.
+    One launch of a batch at a time: the check and the run it creates are taken
+    under one lock, so simultaneous launches make one run. Messages go out once
+    the transaction commits.
     """
     try:
         json.dumps(config or {})
@@ -96,15 +117,19 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
     # The run keeps the whole profile: workers build the grader from it, with no file.
     config = json.loads(json.dumps(asdict(profile)))
     skip = ACTIVE if regrade else (*ACTIVE, DONE)
-    busy = set(
-        Grading.objects.filter(run__batch=batch, run__grader=grader, run__config=config, status__in=skip)
-        .values_list("group_id", flat=True)
-    )
-    group_pks = [pk for pk in Group.objects.filter(batch=batch, label=Group.Label.MIXED)
-                 .order_by("pk").values_list("pk", flat=True) if pk not in busy]
-    if not group_pks:
-        return Launch(run=None, queued=0, skipped=len(busy))
     with transaction.atomic():
+        # A row lock on PostgreSQL (NO KEY: rows that refer to the batch may still be written
+        # meanwhile); SQLite ignores it, and its transactions (IMMEDIATE, see settings) hold
+        # the one write lock from their start.
+        Batch.objects.select_for_update(no_key=True).get(pk=batch.pk)
+        same = Grading.objects.filter(run__batch=batch, run__grader=grader, run__config=config)
+        busy = set(same.filter(status__in=skip).values_list("group_id", flat=True))
+        group_pks = [pk for pk in Group.objects.filter(batch=batch, label=Group.Label.MIXED)
+                     .order_by("pk").values_list("pk", flat=True) if pk not in busy]
+        if not group_pks:
+            active = same.filter(status__in=ACTIVE).order_by("-run_id").values_list("run_id", flat=True).first()
+            return Launch(run=None, queued=0, skipped=len(busy),
+                          active_run=None if active is None else GradingRun.objects.get(pk=active))
         run = GradingRun.objects.create(batch=batch, grader=grader, config=config,
                                         queue=profile.queue, created_by=user)
         template = Grading(run=run, queued_at=timezone.now(), attempt_limit=settings.GAGAR_GRADING_MAX_ATTEMPTS)
@@ -112,8 +137,13 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
         ids = insert_rows(Grading, [{**row, "group_id": pk} for pk in group_pks])
         if len(ids) >= ANALYZE_AFTER:
             transaction.on_commit(sql.analyze_gradings, robust=True)
-        transaction.on_commit(functools.partial(enqueue, ids, run.queue), robust=True)
-    return Launch(run=run, queued=len(ids), skipped=len(busy))
+        launch = Launch(run=run, queued=len(ids), skipped=len(busy))
+
+        def send():
+            launch.broker_error = send_committed([(pk, run.queue) for pk in ids])
+
+        transaction.on_commit(send, robust=True)
+    return launch
 
 
 def enqueue(grading_ids: Sequence[int], queue: str, *, countdown: float | None = None) -> int:
@@ -129,12 +159,34 @@ def enqueue(grading_ids: Sequence[int], queue: str, *, countdown: float | None =
     return tasks
 
 
-def _enqueue_by_queue(pairs: Iterable[tuple[int, str]], *, countdown: float | None = None) -> None:
+def gradings_send(gradings: Iterable[tuple[int, str]], *, countdown: float | None = None) -> int:
+    """Send the messages of `gradings`, (pk, queue) pairs, and mark the queued ones sent;
+    return how many. Raises BrokerUnavailable if the broker does not take them: those not
+    sent stay unsent, and the sweep sends them."""
     by_queue: dict[str, list[int]] = defaultdict(list)
-    for pk, queue in pairs:
+    for pk, queue in gradings:
         by_queue[queue].append(pk)
+    due = timezone.now() + timedelta(seconds=countdown or 0)
     for queue, ids in by_queue.items():
-        enqueue(sorted(ids), queue, countdown=countdown)
+        ids.sort()
+        try:
+            enqueue(ids, queue, countdown=countdown)
+        except BrokerError as error:
+            raise BrokerUnavailable(f"the broker is unreachable ({error})") from error
+        for start in range(0, len(ids), MARK_CHUNK):
+            Grading.objects.filter(pk__in=ids[start:start + MARK_CHUNK], status=QUEUED).update(sent_at=due)
+    return sum(len(ids) for ids in by_queue.values())
+
+
+def send_committed(gradings: Sequence[tuple[int, str]], *, countdown: float | None = None) -> str:
+    """`gradings_send` for a transaction.on_commit callback: a broker outage is logged, not
+    raised (the gradings are committed and the sweep sends them); return why, or ""."""
+    try:
+        gradings_send(gradings, countdown=countdown)
+    except BrokerUnavailable as error:
+        log.warning("%d gradings wait for the sweep to send them: %s", len(gradings), error)
+        return str(error)
+    return ""
 
 
 # --- sweep and retry ------------------------------------------------------------------
@@ -142,48 +194,81 @@ def _enqueue_by_queue(pairs: Iterable[tuple[int, str]], *, countdown: float | No
 
 @dataclass(frozen=True)
 class Sweep:
-    requeued: int  # were running too long: queued again
-    failed: int    # were running too long and had no attempt left
-    resent: int    # were queued too long: their message sent again
+    requeued: int  # their lease ran out (the worker is gone): queued again
+    failed: int    # their lease ran out and they had no attempt left
+    sent: int      # messages sent: unsent gradings, and those whose message was lost or overdue
+    broker_error: str = ""  # why some were not sent (they wait for the next sweep)
+    unsent: int = 0  # how many wait to be sent
 
 
-def gradings_sweep(*, stuck_after: float | None = None, resend_after: float | None = None) -> Sweep:
-    """Re-queue gradings stuck in running, fail those out of attempts, re-send stale queued ones."""
-    stuck_after = settings.GAGAR_GRADING_STUCK_AFTER if stuck_after is None else stuck_after
+def gradings_sweep(*, resend_after: float | None = None) -> Sweep:
+    """Re-queue running gradings whose lease ran out (fail those out of attempts), then send
+    the messages of queued gradings that have none: unsent ones, those whose queue the broker
+    lost, and those queued longer than `resend_after` (GAGAR_GRADING_RESEND_AFTER)."""
     resend_after = settings.GAGAR_GRADING_RESEND_AFTER if resend_after is None else resend_after
     now = timezone.now()
-    requeued, failed = [], 0
-    stuck = (Grading.objects.filter(status=RUNNING, claimed_at__lt=now - timedelta(seconds=stuck_after))
-             .values_list("pk", "claim_token", "attempts", "attempt_limit", "run__queue"))
-    for pk, token, attempts, limit, queue in stuck:
+    requeued, failed = _requeue_expired(now)
+    queued = Grading.objects.filter(status=QUEUED)
+    unsent = list(queued.filter(sent_at=None).values_list("pk", "run__queue"))
+    overdue = queued.filter(sent_at__lt=now - timedelta(seconds=resend_after))
+    late = queued.filter(sent_at__lt=now - timedelta(seconds=LOST_AFTER_S))
+    try:
+        lost = _idle_queues(set(late.values_list("run__queue", flat=True).distinct()))
+        resend = list((overdue | late.filter(run__queue__in=lost)).values_list("pk", "run__queue"))
+        sent = gradings_send(unsent + resend)
+    except BrokerUnavailable as error:
+        waiting = queued.filter(sent_at=None).count()
+        log.warning("sweep: %d requeued, %d failed; %d wait to be sent: %s", requeued, failed, waiting, error)
+        return Sweep(requeued=requeued, failed=failed, sent=0, broker_error=str(error), unsent=waiting)
+    if requeued or failed or sent:
+        log.warning("sweep: %d requeued, %d failed, %d sent", requeued, failed, sent)
+    return Sweep(requeued=requeued, failed=failed, sent=sent)
+
+
+def _requeue_expired(now) -> tuple[int, int]:
+    """Queue again (unsent) the running gradings whose lease ran out, or fail those with no
+    attempt left; return how many of each."""
+    requeued = failed = 0
+    expired = (Grading.objects.filter(status=RUNNING, lease_expires_at__lt=now)
+               .values_list("pk", "claim_token", "attempts", "attempt_limit"))
+    for pk, token, attempts, limit in expired:
         mine = Grading.objects.filter(pk=pk, status=RUNNING, claim_token=token)
         if attempts >= limit:
-            failed += mine.update(
-                status=FAILED, finished_at=now,
-                error=f"gave up after {attempts} attempts: still running after {stuck_after:g} s "
-                      "(its worker was probably lost)")
-        elif mine.update(status=QUEUED, claim_token="", queued_at=now,
-                         error=f"attempt {attempts} lost its worker; queued again by the sweep"):
-            requeued.append((pk, queue))
-    stale = list(Grading.objects.filter(status=QUEUED, queued_at__lt=now - timedelta(seconds=resend_after))
-                 .values_list("pk", "run__queue"))
-    # Send first: if the broker is down, the rows stay overdue and the next sweep tries again.
-    _enqueue_by_queue(requeued + stale)
-    resent = Grading.objects.filter(pk__in=[pk for pk, _ in stale], status=QUEUED).update(queued_at=now)
-    if requeued or failed or stale:
-        log.warning("sweep: %d requeued, %d failed, %d re-sent", len(requeued), failed, resent)
-    return Sweep(requeued=len(requeued), failed=failed, resent=resent)
+            failed += mine.update(status=FAILED, finished_at=now, lease_expires_at=None,
+                                  error=f"gave up after {attempts} attempts: the last one lost its worker")
+        else:
+            requeued += mine.update(status=QUEUED, claim_token="", queued_at=now, sent_at=None,
+                                    lease_expires_at=None,
+                                    error=f"attempt {attempts} lost its worker; queued again by the sweep")
+    return requeued, failed
 
 
-def gradings_retry_failed(*, batch: Batch) -> int:
+def _idle_queues(queues: set[str]) -> set[str]:
+    """Those of `queues` that hold no message on the broker."""
+    if not queues:
+        return set()
+    try:
+        with app.connection_for_write() as connection:
+            channel = connection.default_channel
+            return {queue for queue in queues if not channel.queue_declare(queue=queue).message_count}
+    except BrokerError as error:
+        raise BrokerUnavailable(f"the broker is unreachable ({error})") from error
+
+
+def gradings_retry_failed(*, batch: Batch) -> Launch:
     """Queue the failed gradings of `batch` again, with a fresh set of attempts."""
     with transaction.atomic():
         rows = list(Grading.objects.select_for_update().filter(run__batch=batch, status=FAILED)
                     .values_list("pk", "run__queue"))
         now = timezone.now()
         Grading.objects.filter(pk__in=[pk for pk, _ in rows], status=FAILED).update(
-            status=QUEUED, error="", claim_token="", queued_at=now, finished_at=None,
+            status=QUEUED, error="", claim_token="", queued_at=now, sent_at=None, finished_at=None,
             attempt_limit=F("attempts") + settings.GAGAR_GRADING_MAX_ATTEMPTS,
         )
-        transaction.on_commit(functools.partial(_enqueue_by_queue, rows), robust=True)
-    return len(rows)
+        retry = Launch(run=None, queued=len(rows), skipped=0)
+
+        def send():
+            retry.broker_error = send_committed(rows)
+
+        transaction.on_commit(send, robust=True)
+    return retry

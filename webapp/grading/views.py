@@ -45,10 +45,14 @@ def grading_launch_view(request, pk):
     except LaunchError as error:
         form.add_error(None, str(error))
         return _panel(request, batch, launch_form=form, status=400)
-    if launch.run is None:
-        notice = f"Nothing to grade: {launch.skipped} mixed groups are already graded or in progress."
+    if launch.active_run:
+        run = launch.active_run
+        notice = (f"Nothing to grade: run #{run.pk} ({run.grader}) is already grading these groups "
+                  f"({selectors.in_progress(run)} queued or running).")
+    elif launch.run is None:
+        notice = f"Nothing to grade: {launch.skipped} mixed groups are already graded."
     else:
-        notice = f"Queued {launch.queued} groups for {launch.run.grader}."
+        notice = f"Queued {launch.queued} groups for {launch.run.grader}" + _unsent(launch)
     return _done(request, batch, notice)
 
 
@@ -56,8 +60,17 @@ def grading_launch_view(request, pk):
 @role_required(RESEARCHER)
 def grading_retry_view(request, pk):
     batch = get_object_or_404(Batch, pk=pk)
-    n = gradings_retry_failed(batch=batch)
-    return _done(request, batch, f"Queued {n} failed gradings again." if n else "No failed gradings to retry.")
+    retry = gradings_retry_failed(batch=batch)
+    if not retry.queued:
+        return _done(request, batch, "No failed gradings to retry.")
+    return _done(request, batch, f"Queued {retry.queued} failed gradings again" + _unsent(retry))
+
+
+def _unsent(launch) -> str:
+    """The end of a notice of queued gradings: whether their messages went out."""
+    if launch.broker_error:
+        return f", but {launch.broker_error}: they are sent as soon as it is back."
+    return "."
 
 
 @require_POST

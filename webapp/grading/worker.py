@@ -2,11 +2,14 @@
 
 A task hands `gradings_process` the primary keys of a chunk of gradings. Each
 is claimed by one conditional UPDATE (queued -> running, attempts + 1, a fresh
-claim token) and its result written by another that matches that token, so a
-second delivery of the same message claims nothing and a worker whose grading
-was swept meanwhile writes nothing. A transient GraderError puts the grading
-back in the queue with a backoff until its attempts run out; a permanent one
-fails it with its message.
+claim token, a lease) and its result written by another that matches that
+token, so a second delivery of the same message claims nothing and a worker
+whose grading was swept meanwhile writes nothing. While it grades, a thread of
+the worker process renews the lease every GAGAR_GRADING_HEARTBEAT seconds: a
+killed worker's gradings are re-queued by the sweep once the lease runs out,
+while a grading that takes an hour keeps its lease as long as its process lives.
+A transient GraderError puts the grading back in the queue with a backoff until
+its attempts run out; a permanent one fails it with its message.
 """
 
 from __future__ import annotations
@@ -15,14 +18,17 @@ import functools
 import json
 import logging
 import random
+import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
-from django.db import transaction
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -79,9 +85,43 @@ def gradings_process(*, grading_ids: Sequence[int]) -> Processed:
     for claim in _claim(grading_ids, token):
         by_run[claim.run.pk].append(claim)
         result.claimed.append(claim.pk)
-    for claims in by_run.values():
-        _process_run(claims, token, result)
+    if not by_run:
+        return result
+    with _lease_renewed(token):
+        for claims in by_run.values():
+            _process_run(claims, token, result)
     return result
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.GAGAR_GRADING_LEASE)
+
+
+@contextmanager
+def _lease_renewed(token: str) -> Iterator[None]:
+    """Renew the lease of the gradings claimed under `token` from a thread of this process
+    while the block runs: the grader holds this thread (a model's generate, a long HTTP call)."""
+    stop = threading.Event()
+
+    def renew():
+        try:
+            while not stop.wait(settings.GAGAR_GRADING_HEARTBEAT):
+                try:
+                    Grading.objects.filter(status=RUNNING, claim_token=token).update(
+                        lease_expires_at=timezone.now() + _lease())
+                except DatabaseError as error:  # weather: the next beat tries again, on a new connection
+                    log.warning("lease renewal failed: %s", error)
+                    connection.close()
+        finally:
+            connection.close()  # this thread's own
+
+    heart = threading.Thread(target=renew, name=f"lease-{token[:8]}", daemon=True)
+    heart.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        heart.join()
 
 
 def _claim(grading_ids: Sequence[int], token: str) -> list[_Claim]:
@@ -92,7 +132,7 @@ def _claim(grading_ids: Sequence[int], token: str) -> list[_Claim]:
         sql.relax_commit()
         claimed = Grading.objects.filter(pk__in=grading_ids, status=QUEUED).update(
             status=RUNNING, attempts=F("attempts") + 1, claim_token=token, claimed_at=now,
-            finished_at=None,
+            lease_expires_at=now + _lease(), finished_at=None,
         )
         if not claimed:
             return []
@@ -196,12 +236,11 @@ def _write(claims: list[_Claim], views: list, outcomes: list, token: str, result
             GradingRun.objects.filter(pk=run.pk, grader_version="").update(grader_version=done[0][1].version)
         for claim, error in retry:
             wrote = mine.filter(pk=claim.pk).update(
-                status=QUEUED, claim_token="", queued_at=now,
+                status=QUEUED, claim_token="", queued_at=now, sent_at=None, lease_expires_at=None,
                 error=f"attempt {claim.attempts} failed, retrying: {_message(error)}")
             (result.retrying if wrote else result.lost).append(claim.pk)
             if wrote:
-                transaction.on_commit(functools.partial(
-                    jobs.enqueue, [claim.pk], run.queue, countdown=_backoff(claim.attempts)), robust=True)
+                _send_retry(claim.pk, run.queue, _backoff(claim.attempts))
         for claim, error in failed:
             message = _message(error)
             if not error.permanent:
@@ -213,6 +252,11 @@ def _write(claims: list[_Claim], views: list, outcomes: list, token: str, result
             (result.failed if wrote else result.lost).append(claim.pk)
             if wrote:
                 _keep_transcript(claim, error)
+
+
+def _send_retry(pk: int, queue: str, countdown: float) -> None:
+    # A function of its own: a lambda in `_write`'s loop would send the loop's last grading.
+    transaction.on_commit(lambda: jobs.send_committed([(pk, queue)], countdown=countdown), robust=True)
 
 
 def _keep_transcript(claim: _Claim, outcome) -> None:

@@ -35,9 +35,10 @@ class Grading(models.Model):
     """One group graded by one run: the unit of work of a worker, and its result.
 
     The row is the truth about the work, not the broker: a worker claims it by
-    a conditional update (queued -> running, a fresh claim token, attempts + 1)
-    and writes the result only while that claim still holds, so a message
-    delivered twice never grades twice.
+    a conditional update (queued -> running, a fresh claim token, attempts + 1,
+    a lease it renews while it grades) and writes the result only while that
+    claim still holds, so a message delivered twice never grades twice. A
+    queued row without `sent_at` is in the outbox: its message is still to send.
     """
 
     class Status(models.TextChoices):
@@ -57,7 +58,13 @@ class Grading(models.Model):
     claim_token = models.CharField(max_length=32, blank=True)
     error = models.TextField(blank=True)
     queued_at = models.DateTimeField()
+    sent_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its message is due (sent, countdown included); empty: not sent yet."
+    )
     claimed_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="A running grading whose worker stopped renewing this is queued again."
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
     duration_s = models.FloatField(null=True, blank=True)
     grader_version = models.CharField(max_length=200, blank=True)
@@ -76,8 +83,8 @@ class Grading(models.Model):
         # Every update of a grading writes an entry into each full index, so there are few;
         # the sweep's two lookups use partial indexes that hold only the rows they look for.
         indexes = [
-            models.Index(fields=["claimed_at"], condition=models.Q(status="running"), name="grading_running"),
-            models.Index(fields=["queued_at"], condition=models.Q(status="queued"), name="grading_queued"),
+            models.Index(fields=["lease_expires_at"], condition=models.Q(status="running"), name="grading_running"),
+            models.Index(fields=["sent_at"], condition=models.Q(status="queued"), name="grading_queued"),
         ]
 
     def __str__(self):

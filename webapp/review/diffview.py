@@ -124,21 +124,6 @@ def marker_badges(markers) -> str:
     )
 
 
-def _row_numbers(hunk: Hunk) -> list[int]:
-    """The line number shown beside each line: new side, or old side for removals."""
-    old, new, out = hunk.source_start, hunk.target_start, []
-    for kind, _ in hunk.lines:
-        if kind == "-":
-            out.append(old)
-            old += 1
-        else:
-            out.append(new)
-            new += 1
-            if kind == " ":
-                old += 1
-    return out
-
-
 def _render_lines(path: str, hunk: Hunk, start: int, stop: int) -> str:
     lines = hunk.lines[start:stop]
     texts, cut = [], []
@@ -147,14 +132,16 @@ def _render_lines(path: str, hunk: Hunk, start: int, stop: int) -> str:
         texts.append(text[:LINE_CHARS])
     html = highlight(path, texts)
     flags = dict(hunk.line_markers)
-    numbers = _row_numbers(hunk)[start:stop]
+    numbers = hunk.line_numbers()[start:stop]
     out = []
-    for i, ((kind, _), body, n, more) in enumerate(zip(lines, html, numbers, cut, strict=True)):
+    for i, ((kind, _), body, (old, new), more) in enumerate(zip(lines, html, numbers, cut, strict=True)):
         cls = SIGN_CLASS[kind]
         flag = flags.get(start + i)
         attrs = f' title="{escape(MARKER_LABELS.get(flag, flag))}"' if flag else ""
         tail = f'<span class="cut">… {more} more characters</span>' if more else ""
-        out.append(f'<span class="ln {cls}{" flag" if flag else ""}" data-n="{n}"{attrs}>{body}{tail}</span>')
+        # two gutters, drawn by CSS from these attributes so copied code carries no numbers
+        out.append(f'<span class="ln {cls}{" flag" if flag else ""}" data-o="{"" if old is None else old}" '
+                   f'data-n="{"" if new is None else new}"{attrs}>{body}{tail}</span>')
     return "".join(out)
 
 
@@ -162,6 +149,14 @@ def _hunk_summary(hunk: Hunk) -> str:
     return (f'<span class="hh">{escape(hunk.header)}</span>'
             f'<span class="counts"><span class="plus">+{hunk.added}</span> '
             f'<span class="minus">−{hunk.removed}</span></span>{marker_badges(hunk.markers)}')
+
+
+def hunks_html(path: str, hunks) -> str:
+    """Every line of `hunks` as open blocks, highlighted for `path`: for output
+    that is already bounded, such as an interdiff."""
+    return "".join(f'<details class="hunk{" marked" if h.markers else ""}" open><summary>{_hunk_summary(h)}'
+                   f'</summary><pre class="code hl" hx-disable>{_render_lines(path, h, 0, len(h.lines))}</pre>'
+                   "</details>" for h in hunks)
 
 
 @dataclass

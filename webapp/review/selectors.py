@@ -27,6 +27,14 @@ def patches(pks) -> dict[int, str]:
     return dict(Trajectory.objects.filter(pk__in=list(pks)).values_list("pk", "patch"))
 
 
+def patch(pk: int) -> str | None:
+    """One trajectory's patch; None if there is no such trajectory (an id past the
+    id column's range included: the exact lookup knows that, `__in` does not)."""
+    return Trajectory.objects.filter(pk=pk).values_list("patch", flat=True).first()
+
+
+TURN_INDEX_MAX = 2**31 - 1  # the largest PostgreSQL jsonpath subscript
+
 _SQLITE_ITEM = ("CASE type WHEN 'true' THEN json('true') WHEN 'false' THEN json('false') "
                 "WHEN 'object' THEN json(value) WHEN 'array' THEN json(value) ELSE value END")
 
@@ -36,7 +44,8 @@ def transcript_slice(trajectory_pk: int, start: int, stop: int) -> tuple[int, li
     there is none. The database cuts the slice, so a 20 MB transcript is not
     sent over and decoded for a page of it."""
     table = connection.ops.quote_name(Transcript._meta.db_table)
-    start, stop = max(0, start), max(0, stop)
+    # the turn numbers come from URLs: bounded to what SQLite integers and PostgreSQL jsonpath subscripts take
+    start, stop = (min(max(0, n), TURN_INDEX_MAX) for n in (start, stop))
     if connection.vendor == "postgresql":
         sql = (f"SELECT CASE jsonb_typeof(messages) WHEN 'array' THEN jsonb_array_length(messages) ELSE 0 END, "
                f"CASE jsonb_typeof(messages) WHEN 'array' THEN jsonb_path_query_array(messages, "

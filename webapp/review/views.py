@@ -8,24 +8,26 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from grading.diffs import MARKER_LABELS, interdiff
+from grading.diffs import MARKER_LABELS
+from grading.interdiff import interdiff
 from webapp.annotation.forms import RankingInput
 from webapp.annotation.panel import RankingPage
 from webapp.batches import selectors as listing
 from webapp.batches.forms import GroupFilterForm
 from webapp.models import Group
 from webapp.review import diffview, groupview, matrix, selectors, transcripts
-from webapp.review.markdown import render_markdown
+from webapp.review.markdown import statement
 from webapp.review.selectors import trajectory_or_404
 from webapp.roles import reader_required
 
-STATEMENT_CHARS = 200_000  # markdown past this is shown as plain text
+QUERY_INT_MAX = 2**31 - 1  # past any turn, part offset or patch row; what every database takes
 
 
 def query_int(value, default=0) -> int:
-    """A non-negative integer from a query parameter; `default` when it is missing or not a number."""
+    """An integer from a query parameter, clamped to 0..QUERY_INT_MAX; `default`
+    when it is missing or not a number."""
     try:
-        return max(0, int(value))
+        return min(max(0, int(value)), QUERY_INT_MAX)
     except (TypeError, ValueError):
         return default
 
@@ -34,11 +36,6 @@ def _with_query(url: str, params: dict) -> str:
     qd = QueryDict(mutable=True)
     qd.update({k: v for k, v in params.items() if v})
     return f"{url}?{qd.urlencode()}" if qd else url
-
-
-def _statement(text: str) -> tuple[str, str]:
-    """(safe HTML, plain remainder) of a task statement."""
-    return render_markdown(text[:STATEMENT_CHARS]), text[STATEMENT_CHARS:]
 
 
 def _default_pair(columns):
@@ -65,7 +62,6 @@ def render_group_page(request, group, *, submitted: RankingInput | None = None, 
     prev_pk, next_pk = listing.neighbours(group, flt)
     nav = {**params, "failing": "hide" if hide_failing else ""}
     first, second = _default_pair(columns)
-    statement_html, statement_rest = _statement(group.statement)
     return render(request, "review/group.html", {
         "group": group,
         "batch": group.batch,
@@ -78,8 +74,7 @@ def render_group_page(request, group, *, submitted: RankingInput | None = None, 
         "batch_url": _with_query(reverse("batch", args=[group.batch_id]), params),
         "prev_url": _with_query(reverse("group", args=[prev_pk]), nav) if prev_pk else None,
         "next_url": _with_query(reverse("group", args=[next_pk]), nav) if next_pk else None,
-        "statement_html": statement_html,
-        "statement_rest": statement_rest,
+        "statement": statement(group.statement),
         "reference": diffview.patch_view(group.reference_patch, lazy=False) if group.reference_patch else None,
         "pair": (first, second),
         "marker_labels": sorted(MARKER_LABELS.items()),
@@ -132,7 +127,7 @@ def patch_file(request, pk):
 @reader_required
 def patch_raw(request, pk):
     """The patch exactly as imported, as plain text (never rendered as HTML)."""
-    patch = selectors.patches([pk]).get(pk)
+    patch = selectors.patch(pk)
     if patch is None:
         raise Http404("no such trajectory")
     response = HttpResponse(patch, content_type="text/plain; charset=utf-8")

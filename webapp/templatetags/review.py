@@ -5,6 +5,7 @@ import math
 from django import template
 from django.utils.safestring import mark_safe
 
+from webapp.review import diffview
 from webapp.review.text import escape
 from webapp.roles import user_roles
 
@@ -70,14 +71,13 @@ def absolute(value):
 
 
 @register.filter
-def diffclass(line):
-    """CSS class of one line of a unified diff."""
-    if line.startswith(("+++", "---", "@@")):
-        return "hdr"
-    return {"+": "add", "-": "del"}.get(line[:1], "ctx")
+def interdiff_hunks(found):
+    """A file of an interdiff (grading.interdiff.FileInterdiff) as highlighted hunks."""
+    return mark_safe(diffview.hunks_html(found.path, found.hunks))
 
 
-INTERDIFF_STATUS = {"only_a": "only in A", "only_b": "only in B", "same": "same change", "differs": "differs"}
+INTERDIFF_STATUS = {"only_a": "only in A", "only_b": "only in B", "same": "same change", "differs": "differs",
+                    "unreconciled": "cannot be compared"}
 
 
 @register.filter

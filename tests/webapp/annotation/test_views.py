@@ -332,3 +332,15 @@ def test_hostile_ids_stay_text_in_the_editor_history_and_conflict_pages(client, 
         if response.status_code != 302:
             assert audit(response.content.decode()) == [], response.status_code
     assert Annotation.objects.get().tiers == [ids]
+
+
+@pytest.mark.parametrize("value", [2**31, 2**63, 10**30])
+def test_huge_version_numbers_are_a_clear_refusal_not_a_server_error(client, group, researcher, value):
+    grade(group)
+    client.force_login(researcher)
+    revert = client.post(reverse("ranking_revert", args=[group.pk]), {"to_version": value, "based_on_version": 0})
+    stale_base = client.post(reverse("ranking_revert", args=[group.pk]), {"to_version": 0, "based_on_version": value})
+    saved = post_ranking(client, group, based_on=value)
+    # No such version to revert to; a base that is not the chain's head is a stale base (409).
+    assert [r.status_code for r in (revert, stale_base, saved)] == [400, 400, 409]
+    assert not Annotation.objects.exists()

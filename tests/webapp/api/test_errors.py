@@ -49,3 +49,12 @@ def test_an_unknown_grader_profile_is_a_400_and_launches_nothing(client, headers
 def test_an_unknown_export_or_file_is_a_404(client, headers):
     assert client.get("/api/exports/999", headers=headers).json() == {"errors": ["No Export matches the given query."]}
     assert client.get("/api/exports/999/files/manifest.json", headers=headers).status_code == 404
+
+
+def test_a_second_launch_names_the_run_already_grading(client, headers, sample_batch):
+    url = f"/api/batches/{sample_batch.pk}/gradings"
+    first = client.post(url, {"grader": "heuristic"}, content_type="application/json", headers=headers).json()
+    second = client.post(url, {"grader": "heuristic"}, content_type="application/json", headers=headers).json()
+    assert first["run"] is not None and first["queued"] > 0
+    assert (second["run"], second["queued"], second["active_run"]) == (None, 0, first["run"])
+    assert second["skipped"] == first["queued"]

@@ -1,12 +1,14 @@
 import json
+import os
 import threading
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from grading.rollouts import legacy_content_hash, load_rollouts
+from grading.rollouts import RolloutFormatError, legacy_content_hash, load_rollouts
 from tests.factories import SAMPLE_ROLLOUTS, group, rollout, write_jsonl
+from webapp.api.services import api_token_create
 from webapp.batches.services import _in_background, batch_import
 from webapp.models import Batch, Group, Trajectory, Transcript
 
@@ -120,6 +122,87 @@ def test_a_missing_batch_name_is_an_error(tmp_path):
         import_rollouts(write_jsonl(tmp_path / "r.jsonl", group("g", [1])), batch="  ")
 
 
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("x" * 201, "is 201 characters long, over the limit of 200"),
+        ("a\x00b", "must not contain control characters"),
+        ("a\tb", "must not contain control characters"),
+        ("line\nbreak", "must not contain control characters"),
+        ("a\x7fb", "must not contain control characters"),
+        ("a\x85b", "must not contain control characters"),
+        ("a\udcffb", "must not contain unpaired surrogates (bytes that are not UTF-8)"),
+        (" \t ", "a batch name is required"),
+    ],
+)
+def test_a_bad_batch_name_is_refused_before_anything_is_written(tmp_path, name, reason):
+    path = write_jsonl(tmp_path / "r.jsonl", group("g", [1, 0]))
+    with pytest.raises(RolloutFormatError) as raised:
+        batch_import(paths=[path], batch_name=name)
+    assert str(raised.value) == f"--batch: batch: {reason}"
+    assert not Batch.objects.exists()
+
+
+@pytest.mark.parametrize("name", ["x" * 200, "  run-7/step-120 · ünïcode ✓  "])
+def test_a_batch_name_up_to_the_column_length_is_kept_as_given_less_outer_spaces(tmp_path, name):
+    batch_import(paths=[write_jsonl(tmp_path / "r.jsonl", group("g", [1, 0]))], batch_name=name)
+    assert Batch.objects.get().name == name.strip()
+
+
+def test_the_command_reports_a_bad_batch_name(tmp_path):
+    with pytest.raises(CommandError, match="nothing imported:\n--batch: batch: must not contain control"):
+        import_rollouts(write_jsonl(tmp_path / "r.jsonl", group("g", [1])), batch="a\nb")
+
+
+def test_a_file_whose_name_is_not_utf8_is_refused_with_the_bad_batch_name(tmp_path):
+    path = write_jsonl(tmp_path / os.fsdecode(b"r\xff.jsonl"), group("g", [1, 0]))
+    with pytest.raises(CommandError) as raised:
+        import_rollouts(path, batch="a\tb")
+    assert str(raised.value) == (
+        "nothing imported:\n--batch: batch: must not contain control characters\n"
+        f"{tmp_path}/r\\udcff.jsonl: file: name is not valid UTF-8; rename the file"
+    )
+    assert not Batch.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        (rollout(**{"x\x00y": 1}), "x\\u0000y"),
+        (rollout(meta={"a\x00": 1}), "meta.a\\u0000"),
+        (group("g", [1])[0] | {"task": {"statement": "s", "k\x00": 1}}, "task.k\\u0000"),
+        (rollout(messages=[{"role": "user", "content": "c", "x\x00": 1}]), "messages[0].x\\u0000"),
+    ],
+)
+def test_a_nul_in_a_key_is_reported_by_line_and_field_and_nothing_is_stored(tmp_path, record, field):
+    with pytest.raises(CommandError) as raised:
+        import_rollouts(write_jsonl(tmp_path / "r.jsonl", [record]))
+    assert str(raised.value).endswith(
+        f"r.jsonl:1: {field}: name contains a NUL character (\\u0000), which the database cannot store"
+    )
+    assert not Batch.objects.exists()
+
+
+def test_a_reward_beyond_the_float_range_is_named_out_of_range(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps(rollout()).replace("1.0", "1e400") + "\n")
+    with pytest.raises(CommandError, match=r"r\.jsonl:1: reward: 1e400 is out of range for a float$"):
+        import_rollouts(path)
+
+
+@pytest.mark.parametrize("again", ["r.jsonl", "./r.jsonl", "link.jsonl"])
+def test_the_same_file_given_twice_is_refused_and_nothing_is_stored(tmp_path, monkeypatch, again):
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "r.jsonl", group("g", [1, 0]))
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "r.jsonl")
+    with pytest.raises(CommandError) as raised:
+        import_rollouts("r.jsonl", again)
+    assert str(raised.value) == (
+        f"nothing imported:\n{again}: file: is the same file as r.jsonl, given before; give each file once"
+    )
+    assert not Batch.objects.exists()
+
+
 def test_a_large_import_reports_progress_and_stores_every_row_once(tmp_path):
     records = [r for g in range(700) for r in group(f"g{g}", [1, 0, 0])]  # 2,100: two chunks
     seen = []
@@ -180,3 +263,15 @@ def test_a_batch_hashed_before_orjson_still_reimports_as_unchanged(tmp_path, cap
     Trajectory.objects.update(content_hash=legacy_content_hash(old))  # as imported before
     import_rollouts(path)
     assert "nothing new, 1 trajectories already imported" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["a%00b", "a%09b", "a%0Ab"])
+def test_the_api_gives_the_imports_answer_for_a_bad_batch_name(client, researcher, name):
+    headers = {"Authorization": f"Bearer {api_token_create(user=researcher, name='test')[1]}"}
+    body = "".join(json.dumps(r) + "\n" for r in group("g", [1, 0])).encode()
+    upload = client.post(f"/api/batches?name={name}", body, content_type="application/x-ndjson", headers=headers)
+    lookup = client.get(f"/api/batches?name={name}", headers=headers)
+    for response in (upload, lookup):
+        assert (response.status_code, response.json()["errors"]) == (
+            422, ["query.name: Value error, must not contain control characters"])
+    assert not Batch.objects.exists()

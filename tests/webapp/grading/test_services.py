@@ -164,22 +164,38 @@ def test_a_grader_that_cannot_load_fails_every_group_of_its_run(tmp_path, sent):
     assert "cannot load grader" in run.gradings.first().error
 
 
-def test_the_sweep_requeues_stuck_gradings_fails_those_out_of_attempts_and_resends_stale_ones(tmp_path, sent):
-    run = launch(make_batch(tmp_path, "b", 3)).run
-    stuck, spent, stale = run.gradings.order_by("pk")
-    long_ago = timezone.now() - timedelta(hours=3)
-    Grading.objects.filter(pk=stuck.pk).update(status=RUNNING, attempts=1, claimed_at=long_ago, claim_token="x")
-    Grading.objects.filter(pk=spent.pk).update(status=RUNNING, attempts=3, claimed_at=long_ago, claim_token="y")
-    Grading.objects.filter(pk=stale.pk).update(queued_at=long_ago)
+def test_the_sweep_requeues_expired_leases_fails_those_out_of_attempts_and_sends_unsent_ones(tmp_path, sent):
+    run = launch(make_batch(tmp_path, "b", 4)).run
+    expired, spent, alive, unsent = run.gradings.order_by("pk")
+    now = timezone.now()
+    Grading.objects.filter(pk=expired.pk).update(status=RUNNING, attempts=1, claim_token="x",
+                                                 lease_expires_at=now - timedelta(seconds=1))
+    Grading.objects.filter(pk=spent.pk).update(status=RUNNING, attempts=3, claim_token="y",
+                                               lease_expires_at=now - timedelta(seconds=1))
+    Grading.objects.filter(pk=alive.pk).update(status=RUNNING, attempts=1, claim_token="z",
+                                               lease_expires_at=now + timedelta(seconds=30))
+    assert unsent.sent_at is None  # this test's transaction never committed the launch
 
-    sweep = gradings_sweep(stuck_after=3600, resend_after=3600)
-    assert (sweep.requeued, sweep.failed, sweep.resent) == (1, 1, 1)
-    stuck.refresh_from_db(), spent.refresh_from_db(), stale.refresh_from_db()
-    assert (stuck.status, stuck.claim_token) == (QUEUED, "")
-    assert spent.status == FAILED and "gave up after 3 attempts" in spent.error
-    assert stale.queued_at > long_ago
-    assert sorted(pk for ids, _, _ in sent for pk in ids) == sorted([stuck.pk, stale.pk])
-    assert gradings_sweep(stuck_after=3600, resend_after=3600) == type(sweep)(0, 0, 0)
+    sweep = gradings_sweep(resend_after=3600)
+    assert (sweep.requeued, sweep.failed, sweep.sent, sweep.broker_error) == (1, 1, 2, "")
+    expired.refresh_from_db(), spent.refresh_from_db(), alive.refresh_from_db(), unsent.refresh_from_db()
+    assert (expired.status, expired.claim_token) == (QUEUED, "")
+    assert expired.error == "attempt 1 lost its worker; queued again by the sweep"
+    assert spent.status == FAILED and spent.error == "gave up after 3 attempts: the last one lost its worker"
+    assert (alive.status, alive.claim_token) == (RUNNING, "z")
+    assert expired.sent_at and unsent.sent_at
+    assert sorted(pk for ids, _, _ in sent for pk in ids) == sorted([expired.pk, unsent.pk])
+    assert gradings_sweep(resend_after=3600) == type(sweep)(0, 0, 0)
+
+
+def test_the_sweep_resends_gradings_queued_longer_than_resend_after(tmp_path, sent):
+    run = launch(make_batch(tmp_path, "b", 2)).run
+    stale, fresh = run.gradings.order_by("pk")
+    now = timezone.now()
+    Grading.objects.filter(pk=stale.pk).update(sent_at=now - timedelta(hours=2))
+    Grading.objects.filter(pk=fresh.pk).update(sent_at=now)
+    assert gradings_sweep(resend_after=3600).sent == 1
+    assert sent[-1][0] == [stale.pk]
 
 
 def test_retrying_failed_gradings_queues_them_with_fresh_attempts(
@@ -188,11 +204,12 @@ def test_retrying_failed_gradings_queues_them_with_fresh_attempts(
     run = launch(batch, grader=SCRIPTED, config={"fail_on": "b-0001"}).run
     process_all(run)
     with django_capture_on_commit_callbacks(execute=True):
-        assert gradings_retry_failed(batch=batch) == 1
+        assert gradings_retry_failed(batch=batch).queued == 1
     grading = run.gradings.get(group__group_id="b-0001")
     assert (grading.status, grading.error, grading.attempt_limit) == (QUEUED, "", 1 + 3)
+    assert grading.sent_at is not None
     assert sent == [([grading.pk], "gpu", None)]
-    assert gradings_retry_failed(batch=batch) == 0
+    assert gradings_retry_failed(batch=batch).queued == 0
 
 
 def test_status_counts_per_run_newest_first_with_failures(tmp_path, sent):

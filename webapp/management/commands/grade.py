@@ -3,7 +3,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.grading.selectors import FAILED, wait_for
+from webapp.grading.selectors import FAILED, in_progress, wait_for
 from webapp.grading.services import LaunchError, grading_launch
 from webapp.models import Batch
 
@@ -35,12 +35,19 @@ class Command(BaseCommand):
             launch = grading_launch(batch=batch, grader=grader, config=config, regrade=regrade, queue=queue)
         except LaunchError as error:
             raise CommandError(str(error)) from None
+        if launch.active_run:
+            run = launch.active_run
+            self.stdout.write(f"nothing to grade: run {run.pk} ({run.grader}) is already grading these groups "
+                              f"({in_progress(run)} queued or running)")
+            return
         if launch.run is None:
-            self.stdout.write(f"nothing to grade: {launch.skipped} mixed groups already graded or in progress "
+            self.stdout.write(f"nothing to grade: {launch.skipped} mixed groups already graded "
                               "(--regrade grades them again)")
             return
         self.stdout.write(f"run {launch.run.pk}: {launch.queued} groups queued on {launch.run.queue!r}"
                           + (f", {launch.skipped} skipped" if launch.skipped else ""))
+        if launch.broker_error:
+            self.stdout.write(f"not sent yet: {launch.broker_error}; the sweep sends them once it is back")
         if not wait:
             return
         try:
