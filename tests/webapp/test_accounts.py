@@ -80,7 +80,10 @@ def test_a_malformed_username_is_a_form_error_not_a_server_error(client, users):
 
 
 def manage(tmp_path, *args, **env):
-    environment = {key: value for key, value in os.environ.items() if key not in ("DEBUG", "DJANGO_SETTINGS_MODULE")}
+    """`manage.py` in a process of its own, with this run's environment less what the test
+    run itself sets (the browser tests allow async-unsafe calls, which check --deploy flags)."""
+    unset = ("DEBUG", "DJANGO_SETTINGS_MODULE", "DJANGO_ALLOW_ASYNC_UNSAFE")
+    environment = {key: value for key, value in os.environ.items() if key not in unset}
     environment.update(GAGAR_DATA_DIR=str(tmp_path), SECRET_KEY=secrets.token_urlsafe(50), **env)
     return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=environment,
                           capture_output=True, text=True)
