@@ -3,7 +3,8 @@ PYTHON ?= python3.11
 VENV ?= .venv
 VERL_VENV ?= .venv-verl
 PY := $(VENV)/bin/python
-DEMO_ENV := DEBUG=1 GAGAR_DATA_DIR=$(CURDIR)/var/demo
+# The demo keeps its data in the default GAGAR_DATA_DIR (./var), where the README's commands look.
+DEMO_ENV := DEBUG=1
 PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 TEST_ENV := SECRET_KEY=test-only-secret-key
 

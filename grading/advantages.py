@@ -40,10 +40,10 @@ from grading.schedules import (
     SCHEDULES,
     Ranking,
     Schedule,
+    cap,
     describe_schedule,
     get_schedule,
     register_schedule,
-    unit,
 )
 
 __all__ = [
@@ -237,9 +237,11 @@ def schedule_factors(
 
     ``ranks``: (n,) competition ranks, 0 = not ranked. ``scores``: float (n,),
     for the ``scores`` schedule. ``flagged``: bool (n,); a flagged ranked
-    trajectory's factor is capped at ``w_flag`` in (0, 1]. ``params``: the
+    trajectory's factor is capped at ``w_flag`` in [0, 1] (0: no share of the
+    group's positive advantage, which the others then share). ``params``: the
     schedule's parameters (see ``DEFAULT_PARAMS``, ``describe_schedule``).
-    Factors are in (0, 1] for ranked trajectories and NaN for the others.
+    Factors are in (0, 1] for ranked trajectories (a cap of 0 gives 0) and NaN
+    for the others.
     """
     groups = _Groups(group_index, n_groups)
     return _factors(name, params, Ranking(ranks, groups.index, groups.n_groups, scores), flagged,
@@ -256,7 +258,7 @@ def _factors(name, params, ranking: Ranking, flagged, w_flag) -> np.ndarray:
         if hit.size:
             if w_flag is None:
                 raise ValueError("flagged trajectories need w_flag")
-            factors[hit] = np.minimum(factors[hit], unit("w_flag", w_flag))
+            factors[hit] = np.minimum(factors[hit], cap("w_flag", w_flag))
     return factors
 
 
@@ -284,7 +286,8 @@ def redistribute(
     passing trajectory is unranked (``no_ranking``); J is empty
     (``nonpositive_sum``: all-fail, all-pass, singleton; S > 0 whenever J is
     not empty); J has one member (``single_pass``); the factors in J are equal
-    within 1e-12 relative to their max (``equal_factors``).
+    within 1e-12 relative to their max (``equal_factors``, which includes all
+    of J capped at 0).
     """
     groups = _Groups(group_index, n_groups)
     g, n_groups = groups.index, groups.n_groups

@@ -171,6 +171,15 @@ def unit(name: str, v) -> float:
     return v
 
 
+def cap(name: str, v) -> float:
+    """A flag cap: unlike a schedule's factors it may be 0, which takes a flagged
+    trajectory out of its group's share of the positive advantage."""
+    v = real(name, v)
+    if not 0 <= v <= 1:
+        raise ValueError(f"{name} must be in [0, 1], got {v}")
+    return v
+
+
 def positive(name: str, v) -> float:
     v = real(name, v)
     if not 0 < v < np.inf:

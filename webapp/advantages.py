@@ -22,14 +22,17 @@ from django.db.models.functions import Collate
 
 from grading.advantages import gagar_advantages
 from grading.rankings import FLAGS
-from grading.schedules import SCHEDULES, describe_schedule, unit
+from grading.schedules import SCHEDULES, cap, describe_schedule
 from webapp.models import Batch, Group, Trajectory
-from webapp.rankings import FinalRanking, final_rankings
+from webapp.rankings import FinalRanking, corrected_reward, final_rankings
 
 ROW_FIELDS = (
-    "group_id", "trajectory_id", "reward", "passed", "label", "grpo_advantage", "factor", "rank", "advantage",
-    "source", "source_reason", "flags", "grader", "grader_version", "ranking_version",
+    "group_id", "trajectory_id", "reward", "corrected_reward", "passed", "label", "grpo_advantage", "factor",
+    "rank", "advantage", "source", "source_reason", "flags", "grader", "grader_version", "ranking_version",
 )
+# `reward` is the tests' reward; `corrected_reward` the reward of a trajectory whose verdict the
+# group's human ranking overrode (else None), and `passed` the verdict after that correction:
+# GRPO and the redistribution run on the corrected rewards and verdicts.
 # Where a group's advantages come from: its ranking, a human's or the grader's (source "human",
 # "grader"; reason "redistributed"); no ranking ("none", "no_ranking"); or a ranking that left
 # the GRPO advantages as they were ("fallback"), because it does not rank exactly the passing
@@ -37,8 +40,11 @@ ROW_FIELDS = (
 # for one of grading.advantages' reasons (single_pass, nonpositive_sum, equal_factors).
 SOURCES = ("human", "grader", "fallback", "none")
 RANKING_MISMATCH, MISSING_SCORES = "ranking_mismatch", "missing_scores"
-# Flags that cap a trajectory's factor at w_flag when the batch sets one.
+# Flags that cap a trajectory's factor at w_flag when the batch sets one. A new batch caps
+# them at DEFAULT_W_FLAG = 0: a trajectory flagged as a reward hack or as editing the tests
+# keeps its rank but gets no share of its group's positive advantage (docs/annotation.md).
 DEFAULT_FLAG_NAMES = ("reward_hacking", "edits_tests")
+DEFAULT_W_FLAG = 0.0
 
 
 @dataclass(frozen=True)
@@ -47,7 +53,7 @@ class AdvantageConfig:
     params: dict
     norm_by_std: bool = True
     unbiased_std: bool = True
-    w_flag: float | None = None
+    w_flag: float | None = DEFAULT_W_FLAG  # None: flags cap nothing
     flag_names: tuple[str, ...] = DEFAULT_FLAG_NAMES
 
     @classmethod
@@ -98,7 +104,7 @@ def parse_advantage_config(data: Mapping, *, base: AdvantageConfig | None = None
     params = describe_schedule(schedule, params)["params"]
     w_flag = data.get("w_flag", base.w_flag)
     if w_flag is not None:
-        w_flag = unit("w_flag", w_flag)
+        w_flag = cap("w_flag", w_flag)
     flag_names = data.get("flag_names", base.flag_names)
     unknown = sorted(set(flag_names) - set(FLAGS))
     if unknown:
@@ -149,7 +155,8 @@ class AdvantageChunk:
     by group id, then trajectory id.
 
     Per trajectory, shape (n,): `group_index` (intp, each one's group in 0..G-1, non-decreasing),
-    `trajectory_ids`, `reward`, `passed`, `grpo_advantage`, `factor` (NaN: no factor), `rank`
+    `trajectory_ids`, `reward` (the tests'), `corrected_reward` (NaN: not overridden), `passed`
+    (after the correction), `grpo_advantage`, `factor` (NaN: no factor), `rank`
     (0: not ranked), `advantage`; `flags` by position, for the few that have any. Per group,
     shape (G,): `group_ids`, `label`, `source`, `source_reason`, `grader`, `grader_version`,
     `ranking_version` (None where there is no such thing).
@@ -159,6 +166,7 @@ class AdvantageChunk:
     group_index: np.ndarray
     trajectory_ids: list[str]
     reward: np.ndarray
+    corrected_reward: np.ndarray
     passed: np.ndarray
     grpo_advantage: np.ndarray
     factor: np.ndarray
@@ -180,14 +188,17 @@ class AdvantageChunk:
         per_group = list(zip(self.group_ids, self.label, self.source, self.source_reason, self.grader,
                              self.grader_version, self.ranking_version, strict=True))
         factors = [None if math.isnan(f) else f for f in self.factor.tolist()]
+        corrections = [None if math.isnan(r) else r for r in self.corrected_reward.tolist()]
         out = []
-        for i, (g, tid, reward, passed, grpo, factor, rank, advantage) in enumerate(zip(
-                self.group_index.tolist(), self.trajectory_ids, self.reward.tolist(), self.passed.tolist(),
-                self.grpo_advantage.tolist(), factors, self.rank.tolist(), self.advantage.tolist(), strict=True)):
+        for i, (g, tid, reward, corrected, passed, grpo, factor, rank, advantage) in enumerate(zip(
+                self.group_index.tolist(), self.trajectory_ids, self.reward.tolist(), corrections,
+                self.passed.tolist(), self.grpo_advantage.tolist(), factors, self.rank.tolist(),
+                self.advantage.tolist(), strict=True)):
             group_id, label, source, reason, grader, grader_version, ranking_version = per_group[g]
             out.append({
-                "group_id": group_id, "trajectory_id": tid, "reward": reward, "passed": passed, "label": label,
-                "grpo_advantage": grpo, "factor": factor, "rank": rank or None, "advantage": advantage,
+                "group_id": group_id, "trajectory_id": tid, "reward": reward, "corrected_reward": corrected,
+                "passed": passed, "label": label, "grpo_advantage": grpo, "factor": factor, "rank": rank or None,
+                "advantage": advantage,
                 "source": source, "source_reason": reason, "flags": list(self.flags.get(i, ())),
                 "grader": grader, "grader_version": grader_version, "ranking_version": ranking_version,
             })
@@ -251,6 +262,9 @@ def _chunk(trajectories: list[tuple], group_ids: Mapping[int, str], config: Adva
     passed = np.fromiter((t[3] for t in trajectories), dtype=bool, count=n)
     if rankings is None:
         rankings = final_rankings(pks)
+    corrected, corrected_passed = _corrections(rankings, pks, bounds, trajectory_ids)
+    overridden = ~np.isnan(corrected)
+    passed[overridden] = corrected_passed[overridden]
     ranks = np.zeros(n, dtype=np.int64)
     scores = np.full(n, np.nan)
     flagged = np.zeros(n, dtype=bool)
@@ -276,7 +290,7 @@ def _chunk(trajectories: list[tuple], group_ids: Mapping[int, str], config: Adva
                     scores[i] = final.scores[tid]
     use_flags = config.w_flag is not None and flagged.any()
     result = gagar_advantages(
-        rewards, group_index, passed, ranks,
+        np.where(overridden, corrected, rewards), group_index, passed, ranks,
         schedule=config.schedule, params=config.params,
         scores=scores if config.schedule == "scores" else None,
         flagged=flagged if use_flags else None, w_flag=config.w_flag if use_flags else None,
@@ -300,10 +314,29 @@ def _chunk(trajectories: list[tuple], group_ids: Mapping[int, str], config: Adva
         ranking_version.append(_ranking_version(final))
     return AdvantageChunk(
         group_ids=[group_ids[pk] for pk in pks], group_index=group_index, trajectory_ids=trajectory_ids,
-        reward=rewards, passed=passed, grpo_advantage=result.grpo, factor=result.factors, rank=ranks,
-        advantage=result.advantages, flags=flags, label=list(result.label_names()), source=source,
+        reward=rewards, corrected_reward=corrected, passed=passed, grpo_advantage=result.grpo,
+        factor=result.factors, rank=ranks, advantage=result.advantages, flags=flags,
+        label=list(result.label_names()), source=source,
         source_reason=reasons, grader=grader, grader_version=grader_version, ranking_version=ranking_version,
     )
+
+
+def _corrections(rankings: Mapping[int, FinalRanking], pks: list[int], bounds: list[int],
+                 trajectory_ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Per trajectory, shape (n,): the corrected reward where its group's ranking overrode
+    its test verdict, else NaN; and the verdict it was given (False where not overridden)."""
+    corrected = np.full(len(trajectory_ids), np.nan)
+    corrected_passed = np.zeros(len(trajectory_ids), dtype=bool)
+    for g, pk in enumerate(pks):
+        final = rankings.get(pk)
+        if final is None or not final.verdicts:
+            continue
+        for i in range(bounds[g], bounds[g + 1]):
+            verdict = final.verdicts.get(trajectory_ids[i])
+            if verdict is not None:
+                corrected[i] = corrected_reward(verdict["passed"])
+                corrected_passed[i] = verdict["passed"]
+    return corrected, corrected_passed
 
 
 def _unusable(final: FinalRanking, rank_of: dict[str, int], ids: list[str], passed: np.ndarray,

@@ -11,6 +11,12 @@ Blind review and k-way overlap hide the grader's verdict and other people's
 rankings from an annotator until they rank the group themselves. That rule
 lives here, in `visible_ranking`, and every page, fragment and download that
 shows a group's ranking asks it.
+
+A human ranking may override test verdicts (`FinalRanking.verdicts`): it then
+ranks the trajectories that pass after the correction, and the group's
+advantages take each overridden trajectory's `corrected_reward`. The grader
+only ever ranks what the tests passed. Verdicts are part of the ranking, so
+the blind-review rule hides and shows them with it.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ CHUNK = 5000  # ids per query: SQLite caps the number of bound parameters
 class FinalRanking:
     """Passing trajectory ids best first in tiers (ties share a tier), flags per id,
     the grader's scores if any (higher is better), and where the ranking came from.
-    A human ranking names its annotation version and author."""
+    A human ranking names its annotation version and author, and the test verdicts
+    it overrode: {trajectory id: {"passed": bool, "reason": text}}."""
 
     tiers: tuple[tuple[str, ...], ...]
     flags: Mapping[str, tuple[str, ...]]
@@ -45,10 +52,22 @@ class FinalRanking:
     version: int | None = None
     author: str = ""
     confidence: float | None = None
+    verdicts: Mapping[str, Mapping] = field(default_factory=dict)
 
     def ranks(self) -> dict[str, int]:
         """Standard competition ranks, 1 = best: (1, 2, 2, 4)."""
         return ranks_from_tiers(self.tiers)
+
+
+def corrected_reward(passed: bool) -> float:
+    """The reward of a trajectory whose test verdict a human overrode: the binary test
+    reward, 1 for a pass and 0 for a fail, whatever the tests' reward was."""
+    return 1.0 if passed else 0.0
+
+
+def corrected_passing(passed: Mapping[str, bool], verdicts: Mapping[str, Mapping]) -> list[str]:
+    """The ids that pass after `verdicts` correct the tests' `passed` (by id), in `passed`'s order."""
+    return [tid for tid, p in passed.items() if (verdicts[tid]["passed"] if tid in verdicts else p)]
 
 
 def _flags(flags) -> dict[str, tuple[str, ...]]:
@@ -111,6 +130,7 @@ def human_ranking(annotation: Annotation) -> FinalRanking | None:
         rationales=annotation.rationales or {},
         version=annotation.version,
         author=annotation.user.get_username(),
+        verdicts=annotation.verdicts or {},
     )
 
 

@@ -2,12 +2,14 @@
 
 The defaults run the embedded setup (SQLite under GAGAR_DATA_DIR, a broker
 that needs no server); a cluster sets DATABASE_URL and CELERY_BROKER_URL.
-DEBUG is off unless asked for, and then a development SECRET_KEY is allowed.
+DEBUG is off unless asked for. Without SECRET_KEY, one is made once and kept in
+GAGAR_DATA_DIR/secret_key, except in the production profile, which requires it.
 GAGAR_PROFILE=production is the profile for serving behind a TLS proxy: HTTPS only,
 secure cookies, HSTS; `manage.py check --deploy` reports nothing under it.
 """
 
 import os
+import secrets
 from pathlib import Path
 
 import dj_database_url
@@ -37,11 +39,32 @@ if PRODUCTION and DEBUG:
 DATA_DIR = Path(os.environ.get("GAGAR_DATA_DIR", BASE_DIR / "var")).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
+
+def kept_secret_key(data_dir: Path) -> str:
+    """The secret key kept in `data_dir`/secret_key, made on first use, so that every command
+    of one instance (web app, workers, manage.py) signs alike without a SECRET_KEY. Written
+    whole under another name, then linked: a process starting at the same time reads either
+    nothing or the whole key, and the first link wins."""
+    path = data_dir / "secret_key"
+    if not path.exists():
+        draft = data_dir / f".secret_key.{os.getpid()}"
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50))
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink()
+    return path.read_text().strip()
+
+
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY is required when DEBUG is off")
-    SECRET_KEY = "insecure-development-key-set-SECRET_KEY-in-production"
+    if PRODUCTION:
+        raise ImproperlyConfigured("SECRET_KEY is required in the production profile")
+    SECRET_KEY = kept_secret_key(DATA_DIR)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost" if DEBUG else "")
 if PRODUCTION and not ALLOWED_HOSTS:
@@ -176,10 +199,9 @@ GAGAR_GRADING_MAX_ATTEMPTS = int(os.environ.get("GAGAR_GRADING_MAX_ATTEMPTS", "3
 # seconds; the sweep, every GAGAR_SWEEP_INTERVAL, re-queues those whose lease ran out
 # (a killed worker's: back in the queue within lease + interval), sends the messages a
 # broker outage kept back, and re-sends queued ones whose message is older than
-# GAGAR_GRADING_RESEND_AFTER. Exports are re-queued after GAGAR_GRADING_STUCK_AFTER.
+# GAGAR_GRADING_RESEND_AFTER. Exports are held and swept the same way (webapp/leases.py).
 GAGAR_GRADING_LEASE = float(os.environ.get("GAGAR_GRADING_LEASE", "30"))
 GAGAR_GRADING_HEARTBEAT = float(os.environ.get("GAGAR_GRADING_HEARTBEAT", "5"))
-GAGAR_GRADING_STUCK_AFTER = int(os.environ.get("GAGAR_GRADING_STUCK_AFTER", str(GAGAR_GRADING_TIME_LIMIT + 300)))
 GAGAR_GRADING_RESEND_AFTER = int(os.environ.get("GAGAR_GRADING_RESEND_AFTER", "3600"))
 GAGAR_SWEEP_INTERVAL = float(os.environ.get("GAGAR_SWEEP_INTERVAL", "15"))
 # Queue per `module:Class` grader, "name=queue,..."; those not listed go to "gpu". Profiles

@@ -82,13 +82,17 @@ class Client:
             raise GagarAPIError(404, [f"no batch named {batch!r}"])
         return found[0]["id"]
 
-    def upload(self, path: str | Path, *, batch: str, pass_threshold: float | None = None) -> dict:
+    def upload(self, path: str | Path, *, batch: str, pass_threshold: float | None = None,
+               append: bool = False) -> dict:
         """Import a rollout file (.jsonl, .jsonl.gz, .jsonl.zst) into `batch`, whole or not at
-        all; a bad line raises GagarAPIError(400) with `file:line: field: reason` errors."""
+        all; a bad line raises GagarAPIError(400) with `file:line: field: reason` errors. An
+        existing `batch` is extended only with `append` (else GagarAPIError(400))."""
         path = Path(path)
         params: dict[str, Any] = {"name": batch, "filename": path.name}
         if pass_threshold is not None:
             params["pass_threshold"] = pass_threshold
+        if append:
+            params["append"] = "true"
         return self._request("POST", "/batches", params=params, body=path,
                              headers=_body_headers(ENCODINGS.get(path.suffix))).json()
 

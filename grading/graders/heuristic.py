@@ -8,7 +8,9 @@ log2(ratio)`` against the group's leanest. Lower is better; ``score =
 -penalty`` feeds the ``scores`` schedule. Trajectories whose penalties lie
 within ``TIE_TOLERANCE`` of the first of their tier share it. The rationale
 lists the features that cost the most, with the files behind them, so a
-reader can check every step.
+reader can check every step; ``explain`` gives every term of every
+penalty, recomputed from the same inputs (the grading's page shows it: the
+worker keeps no transcript, which would cost a write per group).
 """
 
 from __future__ import annotations
@@ -282,6 +284,16 @@ def tiers_from_penalties(penalties: Mapping[str, float], tolerance: float = TIE_
     return tuple(tuple(tier) for tier in tiers)
 
 
+def penalty_steps(tiers, terms: Mapping[str, Sequence[Term]], penalties: Mapping[str, float]) -> tuple[dict, ...]:
+    """One entry per trajectory, best first: its penalty and every term of it, for a reader
+    to check the ranking step by step."""
+    return tuple(
+        {"trajectory": tid, "penalty": penalties[tid],
+         "terms": [{"feature": t.feature, "points": round(t.points, 4), "text": t.text, "flags": list(t.flags)}
+                   for t in terms[tid]]}
+        for tier in tiers for tid in tier)
+
+
 class HeuristicGrader(Grader):
     """Ranks passing trajectories by ``penalty_terms``; reads patches, metrics and the
     task statement, never transcripts or test evidence."""
@@ -293,17 +305,7 @@ class HeuristicGrader(Grader):
 
     def rank(self, group: GroupView) -> Grade:
         started = time.perf_counter()
-        passing = group.passing
-        parsed = {t.trajectory_id: parse_patch(t.patch) for t in passing}
-        features = {t.trajectory_id: patch_features(parsed[t.trajectory_id], t.metrics, group.statement)
-                    for t in passing}
-        if len(passing) > 1:
-            for tid, paths in unique_files(parsed, among=list(parsed)).items():
-                f = features[tid]
-                f.unneeded_files = sorted(p for p in paths if p not in f.stray_files
-                                          and not parsed[tid].file(p).is_test)
-        terms = self._terms(features)
-        penalties = {tid: round(sum(t.points for t in ts), 4) for tid, ts in terms.items()}
+        features, terms, penalties = self._assess(group)
         tiers = tiers_from_penalties(penalties)
         flags = {tid: tuple(sorted({flag for t in ts for flag in t.flags})) for tid, ts in terms.items()}
         return Grade(
@@ -315,6 +317,26 @@ class HeuristicGrader(Grader):
             scores={tid: -p for tid, p in penalties.items()},
             latency_s=time.perf_counter() - started,
         )
+
+    def explain(self, group: GroupView) -> tuple[dict, ...]:
+        """What `rank` decided from, term by term: `penalty_steps` of `group`."""
+        _, terms, penalties = self._assess(group)
+        return penalty_steps(tiers_from_penalties(penalties), terms, penalties)
+
+    def _assess(self, group: GroupView):
+        """Features, penalty terms and penalties of the passing trajectories, by id."""
+        passing = group.passing
+        parsed = {t.trajectory_id: parse_patch(t.patch) for t in passing}
+        features = {t.trajectory_id: patch_features(parsed[t.trajectory_id], t.metrics, group.statement)
+                    for t in passing}
+        if len(passing) > 1:
+            for tid, paths in unique_files(parsed, among=list(parsed)).items():
+                f = features[tid]
+                f.unneeded_files = sorted(p for p in paths if p not in f.stray_files
+                                          and not parsed[tid].file(p).is_test)
+        terms = self._terms(features)
+        penalties = {tid: round(sum(t.points for t in ts), 4) for tid, ts in terms.items()}
+        return features, terms, penalties
 
     @staticmethod
     def _terms(features: Mapping[str, Features]) -> dict[str, list[Term]]:

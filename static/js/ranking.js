@@ -1,7 +1,10 @@
 // The ranking editor of the group page: drag and drop (SortableJS) and keys.
 // The page is the state: #rk-list holds the ranked rows in order (a row with
 // the class "tied" shares the rank of the row above), #rk-pool the unranked
-// ones. After each change the hidden "tiers" input and the rank numbers (the
+// ones, #rk-out those that do not pass (by the tests, or marked not passing:
+// ticking a row's override moves it between #rk-out and the pool, and the
+// fields of a row in #rk-out are disabled, so it is never sent as ranked).
+// After each change the hidden "tiers" input and the rank numbers (the
 // form without JavaScript) are brought in step and the advantage preview is
 // asked for. Saving stays a plain form POST.
 (function () {
@@ -10,6 +13,7 @@
   if (!form) { return; }
   var list = document.getElementById("rk-list");
   var pool = document.getElementById("rk-pool");
+  var out = document.getElementById("rk-out");
   var tiersInput = document.getElementById("rk-tiers");
   var status = document.getElementById("rk-status");
   var save = document.getElementById("rk-save");
@@ -95,6 +99,7 @@
 
   function apply(op, row) {
     if (op === "notes") { toggleNotes(row); return; }
+    if (row.parentElement === out) { return; }
     var tid = row.dataset.tid;
     var tiers = readTiers();
     var at = locate(tiers, tid);
@@ -139,6 +144,20 @@
         badge.textContent = box.value;
         badges.appendChild(badge);
       });
+    });
+    rows(out).forEach(function (row) {
+      row.classList.remove("tied", "tie-head");
+      row.querySelector(".rk-rank").textContent = "";
+      row.querySelector(".rk-number").value = "";
+    });
+    rows(list).concat(rows(pool), rows(out)).forEach(function (row) {
+      var gone = row.parentElement === out;
+      row.querySelectorAll(".rk-number, .rk-flagset input, textarea.rationale").forEach(function (field) {
+        field.disabled = gone;
+      });
+      var box = row.querySelector(".rk-override-box");
+      row.classList.toggle("overridden", box.checked);
+      row.querySelector(".rk-override-reason").required = box.checked;
     });
     var unranked = rows(pool).length;
     document.getElementById("rk-pool-count").textContent = String(unranked);
@@ -217,11 +236,28 @@
     }
   });
 
+  // A row whose verdict is turned around leaves the ranking (marked not passing) or joins the pool.
+  function overrideChanged(row) {
+    var passes = (row.dataset.tested === "pass") !== row.querySelector(".rk-override-box").checked;
+    if (passes) {
+      pool.appendChild(row);
+    } else {
+      var tiers = readTiers(), at = locate(tiers, row.dataset.tid);
+      if (at) { ops.remove(tiers, at); }
+      out.appendChild(row);
+      render(tiers);
+    }
+    changed();
+    if (row.querySelector(".rk-override-box").checked) { row.querySelector(".rk-override-reason").focus(); }
+  }
+
   form.addEventListener("change", function (event) {
     if (event.target.matches(".rk-flagset input")) { changed(); }
+    else if (event.target.matches(".rk-override-box")) { overrideChanged(event.target.closest(".rk-item")); }
   });
   form.addEventListener("input", function (event) {
     if (event.target.matches("textarea")) { dirty = true; sync(); }
+    else if (event.target.matches(".rk-override-reason")) { dirty = true; sync(); }
   });
   form.addEventListener("submit", function () { dirty = false; });
 

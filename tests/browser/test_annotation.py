@@ -225,3 +225,31 @@ def test_the_queue_hands_two_annotators_different_groups(browser, live_server, b
     finally:
         for page in pages:
             page.context.close()
+
+
+def test_a_researcher_marks_a_pass_as_not_passing_and_the_advantages_follow(page, live_server, batch):
+    make_user("rita", RESEARCHER)
+    login(page, live_server, "rita", PASSWORD)
+    open_group(page, live_server, "task-1")
+    assert ranked(page) == ["t1", "t2", "=t3", "t4", "t5"]
+    assert float(advantage(page, "t1").replace("−", "-")) > 0
+
+    row(page, "t1").locator('[data-op="notes"]').click()
+    row(page, "t1").locator(".rk-override-box").check()
+    expect(page.locator('#rk-out .rk-item[data-tid="t1"]')).to_have_count(1)
+    assert ranked(page) == ["t2", "=t3", "t4", "t5"]
+    expect(page.locator("#rk-save")).to_be_enabled()
+    expect(page.locator('#rk-preview tr[data-tid="t1"].fail')).to_have_count(1)
+    assert float(advantage(page, "t1").replace("−", "-")) < 0
+
+    row(page, "t1").locator(".rk-override-reason").fill("special-cases the test's input instead of fixing f")
+    screenshot(page, "override-before-save", full_page=True)
+    page.click("#rk-save")
+    expect(page.locator("#verdict-overrides")).to_contain_text("marked not passing")
+    expect(page.locator("#verdict-overrides")).to_contain_text("special-cases the test's input")
+    page.locator("#verdict-overrides").scroll_into_view_if_needed()
+    screenshot(page, "override-saved", full_page=True)
+    saved = Annotation.objects.get()
+    assert saved.verdicts == {"t1": {"passed": False, "reason": "special-cases the test's input instead of fixing f"}}
+    assert saved.tiers == [["t2", "t3"], ["t4"], ["t5"]]
+    assert not page.watch.errors

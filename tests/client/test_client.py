@@ -110,6 +110,15 @@ def test_a_retried_upload_sends_the_whole_file_again_with_its_encoding(serve, tm
         assert body == path.read_bytes()
 
 
+def test_an_upload_into_an_existing_batch_says_append(serve, tmp_path):
+    path = tmp_path / "more.jsonl"
+    path.write_bytes(b'{"group_id": "g"}\n')
+    server = serve((200, {"created": False}, 0))
+    with Client(server.url, "tok") as client:
+        client.upload(path, batch="run/1", append=True)
+    assert server.seen[0][1] == "/api/batches?name=run%2F1&filename=more.jsonl&append=true"
+
+
 def test_grade_step_falls_back_to_the_test_rewards_when_the_app_keeps_failing(serve):
     server = serve(*[(503, {}, 0)] * 4)
     rollouts = [{"group_id": "g", "trajectory_id": "a", "reward": 1.0}, {"group_id": "g", "trajectory_id": "b",

@@ -109,7 +109,7 @@ def test_it_matches_the_loop_reference_over_random_batches(schedule, layout):
             "unbiased_std": bool(rng.random() < 0.5),
             "verl_singletons": bool(rng.random() < 0.2),
         }
-        w_flag = float(rng.uniform(0.05, 1))
+        w_flag = 0.0 if rng.random() < 0.2 else float(rng.uniform(0.05, 1))
         got = gagar_advantages(
             b["rewards"], b["group_index"], b["passed"], b["ranks"], schedule=schedule,
             params=params, scores=b["scores"], flagged=b["flagged"], w_flag=w_flag,
@@ -337,8 +337,26 @@ def test_flag_caps_the_factor_at_w_flag():
     assert got[:3].tolist() == [0.6, 0.75, 0.5] and math.isnan(got[3])
     with pytest.raises(ValueError, match="w_flag"):
         factors("linear", [1, 2], flagged=np.array([True, False]))
-    with pytest.raises(ValueError, match=r"w_flag must be in \(0, 1\]"):
-        factors("linear", [1, 2], flagged=np.array([True, False]), w_flag=0.0)
+    with pytest.raises(ValueError, match=r"w_flag must be in \[0, 1\]"):
+        factors("linear", [1, 2], flagged=np.array([True, False]), w_flag=-0.1)
+    assert factors("linear", [1, 2], flagged=np.array([True, False]), w_flag=0.0).tolist() == [0.0, 0.5]
+
+
+def test_flag_cap_of_zero_gives_the_flagged_no_share_and_keeps_the_sum():
+    # group 0: a > b > c all pass, a flagged; group 1: both passes flagged, nothing to share by.
+    rewards = [1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0]
+    group_index = [0, 0, 0, 0, 1, 1, 1]
+    passed = [True, True, True, False, True, True, False]
+    ranks = [1, 2, 3, 0, 1, 2, 0]
+    flagged = np.array([True, False, False, False, True, True, False])
+    r = gagar_advantages(rewards, group_index, passed, ranks, schedule="linear", params={"w_min": 0.5},
+                         flagged=flagged, w_flag=0.0)
+    assert r.factors[[0, 4, 5]].tolist() == [0.0, 0.0, 0.0]
+    assert r.advantages[0] == 0.0 and r.advantages[1] > r.advantages[2] > 0
+    assert r.advantages[:3].sum() == pytest.approx(r.grpo[:3].sum(), rel=1e-12)
+    assert r.advantages[3] == r.grpo[3]
+    assert r.reason_names() == ("redistributed", "equal_factors")
+    assert r.advantages[4:].tobytes() == r.grpo[4:].tobytes()
 
 
 @pytest.mark.parametrize(
@@ -535,7 +553,7 @@ def run(b, schedule_params, **kw):
 
 
 @unhurried
-@given(batches(binary=False), positional, st.floats(0.05, 1.0))
+@given(batches(binary=False), positional, st.one_of(st.just(0.0), st.floats(0.0, 1.0)))
 def test_passing_sum_and_failing_advantages_are_preserved(b, schedule_params, w_flag):
     flagged = b["ranks"] % 2 == 0
     r = run(b, schedule_params, flagged=flagged, w_flag=w_flag)

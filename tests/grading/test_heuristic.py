@@ -248,3 +248,19 @@ def test_replaced_code_kept_as_a_comment_counts_as_commented_out_code():
     kept = diff("pkg/mod.py", ['    return f"<td>{x}</td>"'], ['    # return f"<td>{x}</td>"', "    return x + 1"])
     grade = rank(FIX, kept)
     assert "1 line(s) of commented-out code (pkg/mod.py)" in grade.rationales["t2"]
+
+
+def test_it_explains_every_term_of_every_penalty_best_first():
+    debug = diff("pkg/mod.py", ["    return x"], ["    print(x)", "    return x + 1"])
+    stray = FIX + diff("repro.py", [], ["print(1)"], new=True)
+    grade = rank(FIX, debug, stray)
+    steps = list(HeuristicGrader().explain(view(FIX, debug, stray)))
+    assert [s["trajectory"] for s in steps] == [t for tier in grade.tiers for t in tier]
+    for step in steps:
+        assert sum(t["points"] for t in step["terms"]) == pytest.approx(step["penalty"], abs=1e-3)
+        assert grade.scores[step["trajectory"]] == -step["penalty"]
+    by_id = {s["trajectory"]: s for s in steps}
+    assert by_id["t1"]["terms"] == []
+    assert "debug_output" in [t["feature"] for t in by_id["t2"]["terms"]]
+    assert "stray_files" in [t["feature"] for t in by_id["t3"]["terms"]]
+    assert grade.transcript == ()  # nothing for the worker to write

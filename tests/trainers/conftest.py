@@ -41,17 +41,21 @@ def core_advantages(batch_name: str) -> dict[tuple[str, str], tuple[float, float
 
     batch = Batch.objects.get(name=batch_name)
     config = batch.advantage_config
-    assert config.get("w_flag") is None, "flag caps are not part of these tests"
-    tiers = dict(Grading.objects.filter(group__batch=batch, status=Grading.Status.DONE)
-                 .values_list("group__group_id", "tiers"))
+    done = Grading.objects.filter(group__batch=batch, status=Grading.Status.DONE)
+    tiers = dict(done.values_list("group__group_id", "tiers"))
+    flags = dict(done.values_list("group__group_id", "flags"))
     rows = list(Trajectory.objects.filter(batch=batch).order_by("group__group_id", "trajectory_id")
                 .values_list("group__group_id", "trajectory_id", "reward", "passed"))
     groups = sorted({group for group, *_ in rows})
     ranks = [ranks_from_tiers(tiers[group]).get(trajectory, 0) if group in tiers else 0
              for group, trajectory, *_ in rows]
+    capped = set(config["flag_names"]) if config.get("w_flag") is not None else set()
+    flagged = np.array([rank > 0 and bool(capped.intersection(flags[group].get(trajectory, ())))
+                        for (group, trajectory, *_), rank in zip(rows, ranks, strict=True)])
     result = gagar_advantages(
         np.array([r[2] for r in rows]), np.array([groups.index(r[0]) for r in rows]),
         np.array([r[3] for r in rows]), np.array(ranks), schedule=config["schedule"], params=config["params"],
+        flagged=flagged if flagged.any() else None, w_flag=config.get("w_flag"),
         norm_by_std=config["norm_by_std"], unbiased_std=config["unbiased_std"])
     return {(group, trajectory): (float(a), float(g))
             for (group, trajectory, *_), a, g in zip(rows, result.advantages, result.grpo, strict=True)}

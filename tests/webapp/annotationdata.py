@@ -32,7 +32,8 @@ def grade(group, tiers=GRADER_TIERS, *, status=Grading.Status.DONE, confidence=N
 def save(group, user, tiers, based_on=0, **fields):
     return ranking_save(group=group, user=user, tiers=tiers, flags=fields.get("flags", {}),
                         rationales=fields.get("rationales", {}), group_rationale=fields.get("group_rationale", ""),
-                        based_on_version=based_on, grading_id=fields.get("grading_id"))
+                        based_on_version=based_on, grading_id=fields.get("grading_id"),
+                        verdicts=fields.get("verdicts"))
 
 
 def set_policy(batch, **fields):

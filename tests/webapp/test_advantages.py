@@ -10,6 +10,7 @@ from webapp.advantages import (
     advantage_histogram,
     advantage_rows,
     group_advantage_rows,
+    parse_advantage_config,
 )
 from webapp.grading.services import grading_launch
 from webapp.grading.worker import gradings_process
@@ -65,7 +66,30 @@ def test_a_graded_group_shows_rank_factor_and_redistributed_advantage(graded):
     assert ranking.scores["r1"] > ranking.scores["r3"] and isinstance(ranking.scores["r3"], float)
 
 
+def test_a_new_batch_caps_the_flags_it_names_at_zero(graded):
+    # Regression: the default config named reward_hacking and edits_tests but had no w_flag,
+    # so a trajectory flagged as a reward hack still gained advantage.
+    assert graded.advantage_config["w_flag"] == 0.0
+    assert graded.advantage_config == parse_advantage_config(
+        {"schedule": "linear", "params": {"w_min": 0.2}}).as_dict()
+    rows = rows_by_id(advantage_rows(graded), "invoicekit-006")
+    hack = next(r for r in rows.values() if "reward_hacking" in r["flags"])
+    assert (hack["factor"], hack["advantage"]) == (0.0, 0.0) and hack["grpo_advantage"] > 0
+    passing = [r for r in rows.values() if r["passed"]]
+    assert sum(r["advantage"] for r in passing) == pytest.approx(sum(r["grpo_advantage"] for r in passing))
+
+
+def test_a_batch_that_kept_an_older_config_without_a_cap_caps_nothing(graded):
+    graded.advantage_config = {"schedule": "linear", "params": {"w_min": 0.2}, "norm_by_std": True,
+                               "unbiased_std": True}
+    graded.save()
+    rows = rows_by_id(advantage_rows(graded), "invoicekit-006")
+    hack = next(r for r in rows.values() if "reward_hacking" in r["flags"])
+    assert hack["factor"] > 0 and hack["advantage"] > 0
+
+
 def test_w_flag_caps_the_factor_of_flagged_trajectories(graded):
+    advantage_config_update(batch=graded, schedule="linear", params={"w_min": 0.5}, w_flag=None)
     before = rows_by_id(advantage_rows(graded), "invoicekit-006")
     hack = next(t for t, r in before.items() if "reward_hacking" in r["flags"])
     advantage_config_update(batch=graded, schedule="linear", params={"w_min": 0.5}, w_flag=0.05,

@@ -1,6 +1,7 @@
 import csv
 import io
 import json
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -63,3 +64,26 @@ def test_an_unknown_schedule_is_an_error_naming_the_known_ones(sample_batch):
 def test_a_bad_schedule_parameter_is_an_error(sample_batch):
     with pytest.raises(CommandError, match="w_min"):
         advantages(batch="sample", schedule="linear", w_min=1.5)
+
+
+def test_a_reader_that_stops_early_ends_it_quietly(tmp_path):
+    # Regression: `manage.py advantages ... | head` ended in a BrokenPipeError traceback. A real pipe,
+    # in a process of its own on a database of its own, with more rows than a pipe buffers.
+    import os
+    import subprocess
+    import sys
+
+    from tests.factories import group, write_jsonl
+
+    root = Path(__file__).resolve().parents[2]
+    env = {"PATH": os.environ["PATH"], "GAGAR_DATA_DIR": str(tmp_path / "data"), "SECRET_KEY": "k"}
+    rollouts = write_jsonl(tmp_path / "r.jsonl", [r for g in range(600) for r in group(f"group-{g:04}", [1, 0, 1, 0])])
+    for args in (["migrate", "-v", "0"], ["import_rollouts", str(rollouts), "--batch", "big", "-v", "0"]):
+        subprocess.run([sys.executable, "manage.py", *args], cwd=root, env=env, check=True)
+    reader = subprocess.Popen([sys.executable, "manage.py", "advantages", "--batch", "big"], cwd=root, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = json.loads(reader.stdout.readline())
+    reader.stdout.close()  # what `head -1` does after its line
+    stderr = reader.stderr.read().decode()
+    assert reader.wait() == 1 and first["group_id"] == "group-0000"
+    assert stderr == ""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FEATURES = ("batches", "review", "grading", "annotation", "exports", "api")
-SHARED = ("models", "roles", "rankings", "advantages", "bulk", "jobs")
+SHARED = ("models", "roles", "rankings", "advantages", "bulk", "jobs", "leases")
 
 
 def imports(path: Path) -> set[str]:

@@ -4,6 +4,11 @@ The editor starts from the ranking the user edits (their own chain under
 k-way overlap, else the final chain), else from the final ranking when the
 user may see it, else empty: every passing trajectory in the unranked pool.
 A submitted ranking that was refused comes back as it was sent.
+
+A trajectory whose test verdict the ranking overrides (`Start.verdicts`)
+sits where its corrected verdict puts it: marked not passing, with the
+failing ones (out of the ranking); marked passing, in the ranking or the
+unranked pool like any passing one.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from dataclasses import dataclass, field
 
 from grading.agreement import kendall_tau, ranking_diff
 from grading.rankings import FLAGS, ranks_from_tiers, summary
-from webapp.rankings import FinalRanking
+from webapp.rankings import FinalRanking, corrected_passing
 
 
 @dataclass
@@ -39,12 +44,19 @@ def grade_cells(columns, grader: FinalRanking | None, *, hidden: bool) -> None:
 
 @dataclass
 class Item:
-    column: object  # groupview.Column of a passing trajectory
+    column: object  # groupview.Column of a trajectory
     flags: list[str] = field(default_factory=list)
     rationale: str = ""
     rank: int | None = None
     tied: bool = False  # shares the rank of the item before it
     grader_rank: int | None = None
+    overridden: bool = False  # its test verdict is turned around
+    override_reason: str = ""
+
+    @property
+    def passes(self) -> bool:
+        """Its verdict after the override, if any."""
+        return self.column.passed != self.overridden
 
     @property
     def tid(self) -> str:
@@ -63,6 +75,7 @@ class Start:
     flags: Mapping[str, Sequence[str]] = field(default_factory=dict)
     rationales: Mapping[str, str] = field(default_factory=dict)
     group_rationale: str = ""
+    verdicts: Mapping[str, Mapping] = field(default_factory=dict)
     label: str = "empty: rank the passing trajectories"
 
 
@@ -70,7 +83,7 @@ class Start:
 class Editor:
     ranked: list[Item]
     pool: list[Item]
-    failing: list
+    failing: list[Item]  # failing by the tests, or marked not passing
     based_on_version: int
     grading_id: int | None
     group_rationale: str
@@ -88,13 +101,16 @@ class Editor:
 def build_editor(columns, start: Start, *, based_on_version: int, grading_id: int | None,
                  grader: FinalRanking | None, error: str = "") -> Editor:
     """The editor's items from `start`; `grader` (None when hidden) adds its rank beside each."""
-    passing = {c.tid: c for c in columns if c.passed}
+    by_tid = {c.tid: c for c in columns}
+    passing = set(corrected_passing({c.tid: c.passed for c in columns}, start.verdicts))
     ranks = ranks_from_tiers([[t for t in tier if t in passing] for tier in start.tiers])
     grader_ranks = grader.ranks() if grader is not None else {}
 
     def item(tid: str) -> Item:
-        return Item(passing[tid], flags=[f for f in FLAGS if f in set(start.flags.get(tid, ()))],
-                    rationale=start.rationales.get(tid, ""), rank=ranks.get(tid), grader_rank=grader_ranks.get(tid))
+        verdict = start.verdicts.get(tid)
+        return Item(by_tid[tid], flags=[f for f in FLAGS if f in set(start.flags.get(tid, ()))],
+                    rationale=start.rationales.get(tid, ""), rank=ranks.get(tid), grader_rank=grader_ranks.get(tid),
+                    overridden=verdict is not None, override_reason=verdict["reason"] if verdict else "")
 
     ranked = []
     for tier in start.tiers:
@@ -102,9 +118,9 @@ def build_editor(columns, start: Start, *, based_on_version: int, grading_id: in
             ranked.append(item(tid))
             ranked[-1].tied = i > 0
     seen = {x.tid for x in ranked}
-    pool = [item(c.tid) for c in columns if c.passed and c.tid not in seen]
+    pool = [item(c.tid) for c in columns if c.tid in passing and c.tid not in seen]
     return Editor(
-        ranked=ranked, pool=pool, failing=[c for c in columns if not c.passed],
+        ranked=ranked, pool=pool, failing=[item(c.tid) for c in columns if c.tid not in passing],
         based_on_version=based_on_version, grading_id=grading_id, group_rationale=start.group_rationale,
         start_label=start.label, start_json=json.dumps([list(t) for t in start.tiers]),
         grader_json=json.dumps([list(t) for t in grader.tiers]) if grader is not None else "",

@@ -4,7 +4,10 @@ The ranking form has one set of fields per passing trajectory, named by its
 primary key (ids are untrusted text): `rank-<pk>` (a number; equal numbers
 tie; the form without JavaScript), `flag-<pk>` (repeated), `rationale-<pk>`;
 and `tiers`, the ranking as JSON, which the editor's script fills in and
-which wins when present.
+which wins when present. Any trajectory may carry `override-<pk>` (its test
+verdict turned around) and `override-reason-<pk>`. A trajectory that passes
+its tests but is marked not passing leaves the ranking: its rank, flags and
+rationale are dropped (docs/annotation.md, "Reward overrides").
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from webapp.annotation.services import InvalidAnnotation
 from webapp.models import AnnotationPolicy
 
 TIERS_LIMIT = 200_000  # characters of JSON
-PER_TRAJECTORY = ("rank-", "flag-", "rationale-")
+RANKING_FIELDS = ("rank-", "flag-", "rationale-")
+OVERRIDE_FIELDS = ("override-reason-", "override-")  # longest first: a key matches one prefix
 
 
 def _int(value, what: str, *, blank=None):
@@ -42,17 +46,27 @@ class RankingInput:
     group_rationale: str
     based_on_version: int
     grading_id: int | None
+    verdicts: dict[str, dict] = field(default_factory=dict)
     unranked: tuple[str, ...] = ()
-    problems: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_post(cls, post, passing) -> RankingInput:
-        """Parse what the editor sent; InvalidAnnotation for a malformed field (the service
-        checks that the ranking is a ranking of the group)."""
-        by_pk = {str(t.pk): t.trajectory_id for t in passing}
+    def from_post(cls, post, trajectories) -> RankingInput:
+        """Parse what the editor sent about the group's `trajectories`; InvalidAnnotation for a
+        malformed field (the service checks that the ranking is a ranking of the group)."""
+        everyone = {str(t.pk): t for t in trajectories}
         for key in post:
-            prefix = next((p for p in PER_TRAJECTORY if key.startswith(p)), None)
-            if prefix and key[len(prefix):] not in by_pk:
+            prefix = next((p for p in OVERRIDE_FIELDS if key.startswith(p)), None)
+            if prefix and key[len(prefix):] not in everyone:
+                raise InvalidAnnotation(f"{key}: not a trajectory of this group")
+        verdicts = {t.trajectory_id: {"passed": not t.passed, "reason": post.get(f"override-reason-{pk}", "")}
+                    for pk, t in everyone.items() if post.get(f"override-{pk}")}
+        # passing by the tests but marked not passing: out of the ranking, whatever its fields say
+        left = {pk for pk, t in everyone.items() if t.passed and t.trajectory_id in verdicts}
+        by_pk = {pk: t.trajectory_id for pk, t in everyone.items()
+                 if pk not in left and (t.passed or t.trajectory_id in verdicts)}
+        for key in post:
+            prefix = next((p for p in RANKING_FIELDS if key.startswith(p)), None)
+            if prefix and key[len(prefix):] not in by_pk and key[len(prefix):] not in left:
                 raise InvalidAnnotation(f"{key}: not a passing trajectory of this group")
         based_on = _int(post.get("based_on_version"), "based_on_version")
         if based_on < 0:
@@ -66,6 +80,8 @@ class RankingInput:
                 tiers = parse_tiers(json.loads(raw))
             except ValueError as error:
                 raise InvalidAnnotation(f"tiers: {error}") from None
+            gone = {everyone[pk].trajectory_id for pk in left}
+            tiers = tuple(kept for kept in (tuple(t for t in tier if t not in gone) for tier in tiers) if kept)
             ranked = {t for tier in tiers for t in tier}
             unranked = tuple(t for t in by_pk.values() if t not in ranked)
         else:
@@ -84,13 +100,15 @@ class RankingInput:
             group_rationale=post.get("group_rationale", ""),
             based_on_version=based_on,
             grading_id=grading_id,
+            verdicts=verdicts,
             unranked=unranked,
         )
 
     def start(self) -> Start:
         """The editor as it was sent, to show again with the error."""
         return Start(tiers=self.tiers, flags=self.flags, rationales=self.rationales,
-                     group_rationale=self.group_rationale, label="your ranking as you sent it (not saved)")
+                     group_rationale=self.group_rationale, verdicts=self.verdicts,
+                     label="your ranking as you sent it (not saved)")
 
 
 class RevertForm(forms.Form):

@@ -20,8 +20,10 @@ from webapp.roles import may_annotate
 UNRANKED = "Rank every passing trajectory to see the redistribution; until then GRPO advantages stand."
 
 
-def preview_ranking(tiers, flags, passing) -> tuple[rankings.FinalRanking | None, str]:
-    """The ranking a preview computes advantages for, or None and why not."""
+def preview_ranking(tiers, flags, verdicts, trajectories) -> tuple[rankings.FinalRanking | None, str]:
+    """The ranking a preview computes advantages for, or None and why not. `verdicts` overrides
+    the test verdicts of the group's `trajectories`."""
+    passing = rankings.corrected_passing({t.trajectory_id: t.passed for t in trajectories}, verdicts)
     ranked = {tid for tier in tiers for tid in tier}
     if set(passing) - ranked:
         return None, UNRANKED
@@ -30,7 +32,8 @@ def preview_ranking(tiers, flags, passing) -> tuple[rankings.FinalRanking | None
     except InvalidRanking as error:
         return None, f"Not a ranking of this group: {error}."
     return rankings.FinalRanking(tiers=tiers, flags={tid: tuple(names) for tid, names in flags.items()},
-                                 scores=None, source="preview", grading_id=None, grader_version=""), ""
+                                 scores=None, source="preview", grading_id=None, grader_version="",
+                                 verdicts=verdicts), ""
 
 
 @dataclass
@@ -103,18 +106,18 @@ class RankingPage:
         elif head is not None and head.tiers is not None:
             mine = " (yours)" if head.user_id == user.pk else ""
             self.start = view.Start(tiers=head.tiers, flags=head.flags, rationales=head.rationales,
-                                    group_rationale=head.group_rationale,
+                                    group_rationale=head.group_rationale, verdicts=head.verdicts,
                                     label=f"version {head.version} by {head.user.get_username()}{mine}")
         elif not self.policy.independent and self.final is not None:
             label = ("the grader's ranking" if self.final.source == "grader"
                      else f"version {self.final.version} by {self.final.author}")
-            self.start = view.Start(tiers=self.final.tiers, flags=self.final.flags, label=label)
+            self.start = view.Start(tiers=self.final.tiers, flags=self.final.flags, verdicts=self.final.verdicts,
+                                    label=label)
 
     def _preview_start(self, trajectories) -> None:
         if not self.can_edit or not trajectories:
             return
-        passing = [t.trajectory_id for t in trajectories if t.passed]
-        ranking, problem = preview_ranking(self.start.tiers, self.start.flags, passing)
+        ranking, problem = preview_ranking(self.start.tiers, self.start.flags, self.start.verdicts, trajectories)
         rows = ranking_advantage_rows(self.group, ranking, trajectories)
         self.start_preview = view.preview(rows, self.start.tiers, problem=problem)
 
@@ -138,6 +141,13 @@ class RankingPage:
         if self.can_edit:
             self.editor = view.build_editor(columns, self.start, based_on_version=self.based_on_version,
                                             grading_id=self.grading_id, grader=self.grader, error=self.error)
+
+    @property
+    def overrides(self) -> list[tuple[str, bool, str]]:
+        """The final ranking's verdict overrides as (trajectory id, passes now, reason)."""
+        if self.final is None:
+            return []
+        return [(tid, v["passed"], v["reason"]) for tid, v in sorted(self.final.verdicts.items())]
 
     @property
     def blind_hidden(self) -> bool:

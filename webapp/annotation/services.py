@@ -34,6 +34,7 @@ from django.utils import timezone
 from grading.rankings import FLAGS, InvalidRanking, validate_ranking
 from webapp.annotation.selectors import held_lease, queue_groups
 from webapp.models import Annotation, AnnotationPolicy, Batch, Grading, Group, Lease, Trajectory
+from webapp.rankings import corrected_passing
 from webapp.roles import RESEARCHER, has_role, may_annotate
 
 RATIONALE_LIMIT = 4000  # characters, per trajectory and for the group
@@ -74,11 +75,17 @@ def chain_head(group: Group, *, independent: bool, user=None) -> Annotation | No
 
 def ranking_save(*, group: Group, user, tiers: Sequence[Sequence[str]], flags: Mapping[str, Sequence[str]],
                  rationales: Mapping[str, str], group_rationale: str, based_on_version: int,
-                 grading_id: int | None) -> Annotation:
-    """Store `user`'s ranking of `group` as a new version of the chain they edit."""
+                 grading_id: int | None, verdicts: Mapping[str, Mapping] | None = None) -> Annotation:
+    """Store `user`'s ranking of `group` as a new version of the chain they edit.
+
+    `verdicts` overrides test verdicts, {trajectory id: {"passed": bool, "reason": text}}:
+    the ranking then ranks exactly the trajectories that pass after the correction."""
     if not may_annotate(user):
         raise NotAllowed("only annotators and researchers rank groups")
-    passing = list(Trajectory.objects.filter(group=group, passed=True).values_list("trajectory_id", flat=True))
+    tested = dict(Trajectory.objects.filter(group=group).order_by("trajectory_id")
+                  .values_list("trajectory_id", "passed"))
+    verdicts = _verdicts(verdicts or {}, tested)
+    passing = corrected_passing(tested, verdicts)
     flags = {tid: sorted(set(names), key=_flag_order) for tid, names in flags.items() if names}
     try:
         tiers = validate_ranking(tiers, passing, flags)
@@ -90,7 +97,7 @@ def ranking_save(*, group: Group, user, tiers: Sequence[Sequence[str]], flags: M
     policy = AnnotationPolicy.of(group.batch)
     return _insert(group=group, user=user, independent=policy.independent, based_on_version=based_on_version,
                    kind=Annotation.Kind.RANKING, tiers=[list(t) for t in tiers], flags=flags,
-                   rationales=rationales, group_rationale=group_rationale, grading=grading)
+                   rationales=rationales, group_rationale=group_rationale, grading=grading, verdicts=verdicts)
 
 
 def ranking_revert(*, group: Group, user, to_version: int, based_on_version: int) -> Annotation:
@@ -114,7 +121,7 @@ def ranking_revert(*, group: Group, user, to_version: int, based_on_version: int
         group=group, user=user, independent=False, based_on_version=based_on_version,
         kind=Annotation.Kind.ACCEPT if source.independent else Annotation.Kind.REVERT, reverted_to=to_version,
         tiers=source.tiers, flags=source.flags, rationales=source.rationales,
-        group_rationale=source.group_rationale, grading_id=source.grading_id,
+        group_rationale=source.group_rationale, grading_id=source.grading_id, verdicts=source.verdicts,
     )
 
 
@@ -197,6 +204,26 @@ def _rationales(rationales: Mapping[str, str], passing: Sequence[str]) -> dict[s
         text = _text(f"the rationale of {tid}", text)
         if text:
             out[tid] = text
+    return out
+
+
+def _verdicts(verdicts: Mapping[str, Mapping], tested: Mapping[str, bool]) -> dict[str, dict]:
+    """Overrides of the tests' verdicts (`tested`, by id), checked: each names a trajectory of
+    the group, turns its verdict around and says why."""
+    out = {}
+    for tid, verdict in sorted(verdicts.items()):
+        if tid not in tested:
+            raise InvalidAnnotation(f"a verdict for {tid}, which is not a trajectory of this group")
+        if not isinstance(verdict, Mapping) or not isinstance(verdict.get("passed"), bool):
+            raise InvalidAnnotation(f"the verdict of {tid} must say whether it passes")
+        if verdict["passed"] == tested[tid]:
+            raise InvalidAnnotation(f"{tid} {'passes' if tested[tid] else 'fails'} its tests already: "
+                                    f"there is no verdict to override")
+        reason = _text(f"the reason for overriding the verdict of {tid}", verdict.get("reason", ""))
+        if not reason:
+            raise InvalidAnnotation(f"say why {tid} {'passes' if verdict['passed'] else 'does not pass'} "
+                                    f"although its tests say otherwise")
+        out[tid] = {"passed": verdict["passed"], "reason": reason}
     return out
 
 

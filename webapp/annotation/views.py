@@ -41,8 +41,8 @@ from webapp.roles import RESEARCHER, annotator_required, has_role, may_annotate,
 WAITING_LIMIT = 1000  # "1000+": counting a huge queue exactly is a scan
 
 
-def _passing(group):
-    return list(Trajectory.objects.filter(group=group, passed=True).defer("patch").order_by("id"))
+def _trajectories(group):
+    return list(Trajectory.objects.filter(group=group).defer("patch").order_by("id"))
 
 
 @require_POST
@@ -50,14 +50,14 @@ def _passing(group):
 def ranking_save_view(request, pk):
     group = group_for_page(pk, request.user)
     try:
-        data = RankingInput.from_post(request.POST, _passing(group))
+        data = RankingInput.from_post(request.POST, _trajectories(group))
     except InvalidAnnotation as error:
         return render_group_page(request, group, error=str(error), status=400)
     try:
         annotation = ranking_save(
             group=group, user=request.user, tiers=data.tiers, flags=data.flags, rationales=data.rationales,
             group_rationale=data.group_rationale, based_on_version=data.based_on_version,
-            grading_id=data.grading_id)
+            grading_id=data.grading_id, verdicts=data.verdicts)
     except Conflict as conflict:
         return _conflict(request, group, data, conflict)
     except NotAllowed as error:
@@ -74,7 +74,7 @@ def _conflict(request, group, data: RankingInput, conflict: Conflict):
     return render(request, "annotation/conflict.html", {
         "group": group, "batch": group.batch, "message": str(conflict), "newer": newer, "mine": data,
         "mine_lines": view.tier_lines(data.tiers), "theirs_lines": view.tier_lines(theirs),
-        "moves": view.diff_rows(theirs, data.tiers), "passing": _passing(group),
+        "moves": view.diff_rows(theirs, data.tiers), "trajectories": _trajectories(group),
         "new_base": newer.version if newer is not None else 0,
         "mine_json": json.dumps([list(tier) for tier in data.tiers]),
     }, status=409)
@@ -85,14 +85,13 @@ def _conflict(request, group, data: RankingInput, conflict: Conflict):
 def ranking_preview(request, pk):
     """Advantages under the ranking being edited, by the same code as the final ones."""
     group = get_object_or_404(Group.objects.select_related("batch"), pk=pk)
-    trajectories = list(Trajectory.objects.filter(group=group).defer("patch").order_by("id"))
-    passing = [t for t in trajectories if t.passed]
+    trajectories = _trajectories(group)
     try:
-        data = RankingInput.from_post(request.POST, passing)
+        data = RankingInput.from_post(request.POST, trajectories)
     except InvalidAnnotation as error:
         data, ranking, problem = None, None, str(error)
     else:
-        ranking, problem = preview_ranking(data.tiers, data.flags, [t.trajectory_id for t in passing])
+        ranking, problem = preview_ranking(data.tiers, data.flags, data.verdicts, trajectories)
     preview = view.preview(ranking_advantage_rows(group, ranking, trajectories), data.tiers if data else (),
                            problem=problem)
     context = {"group": group, "batch": group.batch, "preview": preview,

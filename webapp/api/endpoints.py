@@ -111,12 +111,13 @@ def batches_list(request, query: Query[schemas.BatchQuery]):
 @api.post("/batches", response={200: schemas.ImportOut, 201: schemas.ImportOut, **UPLOAD_ERRORS},
           openapi_extra=ROLLOUTS_BODY, tags=["batches"])
 def batch_upload(request, query: Query[schemas.UploadQuery]):
-    """Import the body into the batch `name` (created if new: 201), whole or not at all.
-    Identical content already in the batch is skipped; every bad line is an error (400)."""
+    """Import the body into the batch `name` (created if new: 201; an existing one only with
+    `append=true`: 200), whole or not at all. Identical content already in the batch is skipped;
+    every bad line is an error (400)."""
     require(request, GRADER)
     with received_body(request, filename=query.filename) as path:
         result = services.rollouts_import(path=path, batch_name=query.name, user=request.auth,
-                                          pass_threshold=query.pass_threshold)
+                                          pass_threshold=query.pass_threshold, append=query.append)
     return Status(201 if result.created else 200, result)
 
 

@@ -54,7 +54,9 @@ class BatchOut(Schema):
 
 
 class UploadQuery(Schema):
-    name: BatchName = Field(description="the batch: created, or extended")
+    name: BatchName = Field(description="the batch: created, or with `append` extended")
+    append: bool = Field(False, description="add to the batch if it exists (identical rollouts are skipped); "
+                                            "without it an existing name is an error (400)")
     pass_threshold: Finite | None = Field(
         None, description="reward at or above which a line without `passed` passes (default: the app's)")
     filename: FileName = Field("upload.jsonl", description="the name errors and the batch's sources give it")

@@ -55,12 +55,15 @@ def api_token_touch(token: ApiToken) -> None:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
 
 
-def rollouts_import(*, path: Path, batch_name: str, user, pass_threshold: float | None) -> ImportResult:
-    """Import one received file into `batch_name`, whole or not at all; InputError lists every
-    bad line as `file:line: field: reason`, named by the file's name, not where it was kept."""
+def rollouts_import(*, path: Path, batch_name: str, user, pass_threshold: float | None,
+                    append: bool) -> ImportResult:
+    """Import one received file into `batch_name` (an existing one only with `append`), whole
+    or not at all; InputError lists every bad line as `file:line: field: reason`, named by the
+    file's name, not where it was kept."""
     threshold = settings.GAGAR_PASS_THRESHOLD if pass_threshold is None else pass_threshold
     try:
-        return batch_import(paths=[path], batch_name=batch_name, user=user, pass_threshold=threshold)
+        return batch_import(paths=[path], batch_name=batch_name, user=user, pass_threshold=threshold,
+                            append=append)
     except RolloutFormatError as error:
         lines = error.errors.summary().splitlines()
         raise InputError([line.replace(str(path), path.name, 1) for line in lines]) from None
@@ -107,8 +110,9 @@ def step_submit(*, path: Path, run: str, step: int, grader: str, config: dict | 
     except ValueError as error:
         raise InputError([f"config: {error}"]) from None
     with transaction.atomic():
+        # append: a step submitted again (a retry) must find its own rollouts and change nothing.
         imported = rollouts_import(path=path, batch_name=step_batch_name(run, step), user=user,
-                                   pass_threshold=pass_threshold)
+                                   pass_threshold=pass_threshold, append=True)
         batch = imported.batch
         if batch.advantage_config != advantages:
             advantage_config_update(batch=batch, **advantages)

@@ -78,7 +78,7 @@ class GroupFilter:
                 out[name] = getattr(self, name)
         for name in ("pass_min", "pass_max"):
             if getattr(self, name) is not None:
-                out[name] = f"{getattr(self, name):g}"
+                out[name] = f"{100 * getattr(self, name):g}"  # in percent, as the form takes it
         if self.sort != DEFAULT_SORT:
             out["sort"] = self.sort
         return out

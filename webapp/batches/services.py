@@ -2,8 +2,9 @@
 
 The files are streamed once: valid rollouts are inserted in large chunks
 inside one transaction while every error is collected; any error rolls the
-whole import back. Re-importing identical content is a no-op; different
-content for an existing trajectory is an error.
+whole import back. Adding to an existing batch must be asked for (`append`);
+then identical content is skipped and different content for an existing
+trajectory is an error.
 """
 
 import contextlib
@@ -53,12 +54,15 @@ def batch_import(
     batch_name: str,
     user=None,
     pass_threshold: float = 1.0,
+    append: bool = False,
     on_progress: Callable[[int], None] | None = None,
 ) -> ImportResult:
-    """Import rollout files into the batch `batch_name`, creating it if needed.
+    """Import rollout files into the batch `batch_name`, creating it, or, with `append`,
+    adding to it if it exists.
 
     Raises RolloutFormatError (nothing written) when the batch name or a file name is bad,
-    or any line is bad or conflicts with what the batch already holds.
+    the batch exists and `append` is not set, or any line is bad or conflicts with what the
+    batch already holds.
     """
     paths = list(paths)  # as given: errors name each file as its user wrote it
     names = [Path(p).name for p in paths]  # what the batch keeps of them
@@ -76,6 +80,10 @@ def batch_import(
         batch, created = Batch.objects.select_for_update().get_or_create(
             name=batch_name, defaults={"created_by": user, "pass_threshold": pass_threshold}
         )
+        if not created and not append:
+            errors.add("--batch", None, "batch", f"batch {batch_name!r} already exists; to add these rollouts "
+                       "to it, import with --append (API: append=true), or choose a new name")
+            raise RolloutFormatError(errors)
         if not created and batch.pass_threshold != pass_threshold:
             errors.add(
                 "--pass-threshold", None, "pass_threshold",

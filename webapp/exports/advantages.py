@@ -28,7 +28,7 @@ SCHEMA = pa.schema([
     pa.field("group_id", pa.string(), nullable=False),
     pa.field("trajectory_id", pa.string(), nullable=False),
     pa.field("reward", pa.float64(), nullable=False),
-    pa.field("corrected_reward", pa.float64()),  # no way yet for a human to override a verdict: null
+    pa.field("corrected_reward", pa.float64()),  # null: no human overrode the test verdict
     pa.field("passed", pa.bool_(), nullable=False),
     pa.field("label", pa.string(), nullable=False),
     pa.field("grpo_advantage", pa.float64(), nullable=False),
@@ -120,7 +120,7 @@ def advantage_jsonl_lines(batch: Batch, config: AdvantageConfig) -> Iterator[byt
 def _jsonl(batch: str, chunk: AdvantageChunk) -> bytes:
     lines = []
     for row in chunk.rows():
-        row = {"batch": batch, **row, "corrected_reward": None, "reward_for_trainer": row["advantage"]}
+        row = {"batch": batch, **row, "reward_for_trainer": row["advantage"]}
         lines.append(orjson.dumps({name: row[name] for name in COLUMNS}))
     lines.append(b"")
     return b"\n".join(lines)
@@ -140,7 +140,7 @@ def _table(batch: str, chunk: AdvantageChunk) -> pa.Table:
         per_group(chunk.group_ids),
         pa.array(chunk.trajectory_ids, pa.string()),
         pa.array(chunk.reward, pa.float64()),
-        pa.nulls(n, pa.float64()),
+        pa.array(chunk.corrected_reward, pa.float64(), mask=np.isnan(chunk.corrected_reward)),
         pa.array(chunk.passed, pa.bool_()),
         per_group(chunk.label),
         pa.array(chunk.grpo_advantage, pa.float64()),

@@ -27,12 +27,14 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
 
 from grading.advantages import LABELS
 from webapp.advantages import SOURCES, AdvantageConfig, parse_advantage_config
 from webapp.exports.advantages import DATA_FILE, FORMATS, SCHEMA, Progress, write_counted, writer_version
 from webapp.exports.selectors import exports_root
 from webapp.jobs import CPU, EXPORT_TASK, app
+from webapp.leases import lease_expiry, lease_renewed
 from webapp.models import Batch, Export
 from webapp.roles import may_export
 
@@ -95,14 +97,22 @@ def export_launch(*, batch: Batch, kind: str, format: str, config: Mapping, user
             return running
         export = Export.objects.create(batch=batch, kind=kind, format=format, config=config, created_by=user,
                                        queued_at=timezone.now())
-        transaction.on_commit(lambda: enqueue(export.pk), robust=True)
+        transaction.on_commit(lambda: export_send(export.pk), robust=True)
     return export
 
 
-def enqueue(export_id: int) -> None:
-    # A connection for this message, from the app's configuration as it is now.
-    with app.connection_for_write() as connection:
-        app.send_task(EXPORT_TASK, kwargs={"export_id": export_id}, queue=CPU, producer=connection.Producer())
+def export_send(export_id: int) -> bool:
+    """Send the message of a queued export and mark it sent; False when the broker did not
+    take it (logged: the export stays unsent and the sweep sends it once the broker is back)."""
+    try:
+        # A connection for this message, from the app's configuration as it is now.
+        with app.connection_for_write() as connection:
+            app.send_task(EXPORT_TASK, kwargs={"export_id": export_id}, queue=CPU, producer=connection.Producer())
+    except BrokerError as error:
+        log.warning("export %s waits for the sweep to send it: the broker is unreachable (%s)", export_id, error)
+        return False
+    Export.objects.filter(pk=export_id, status=QUEUED).update(sent_at=timezone.now())
+    return True
 
 
 def export_build(export_id: int) -> None:
@@ -110,8 +120,8 @@ def export_build(export_id: int) -> None:
     token = uuid.uuid4().hex
     now = timezone.now()
     claimed = Export.objects.filter(pk=export_id, status=QUEUED).update(
-        status=RUNNING, claim_token=token, claimed_at=now, started_at=now, attempts=F("attempts") + 1,
-        rows_done=0)
+        status=RUNNING, claim_token=token, claimed_at=now, lease_expires_at=lease_expiry(now), started_at=now,
+        attempts=F("attempts") + 1, rows_done=0)
     if not claimed:
         return
     export = Export.objects.select_related("batch", "created_by").get(pk=export_id)
@@ -123,8 +133,10 @@ def export_build(export_id: int) -> None:
 
     work = exports_root() / f"{export.pk}.{token}.tmp"
     try:
-        files = export_files(batch=export.batch, kind=export.kind, format=export.format, config=export.config,
-                             folder=work, export_id=export.pk, created_by=export.created_by, on_progress=progress)
+        with lease_renewed(lambda: mine, f"export-lease-{token[:8]}"):
+            files = export_files(batch=export.batch, kind=export.kind, format=export.format, config=export.config,
+                                 folder=work, export_id=export.pk, created_by=export.created_by,
+                                 on_progress=progress)
         _finish(export, token, work, files)
     except ClaimLost:
         log.warning("export %s: claim lost while building; its result is dropped", export_id)
@@ -197,37 +209,36 @@ def _described(path: Path) -> dict:
 
 @dataclass(frozen=True)
 class Sweep:
-    requeued: int  # were running too long: queued again
-    failed: int    # were running too long and had no attempt left
-    resent: int    # were queued too long: their message sent again
+    requeued: int  # their lease ran out (the worker is gone): queued again
+    failed: int    # their lease ran out and they had no attempt left
+    sent: int      # messages sent: unsent exports, and those queued too long
 
 
-def exports_sweep(*, stuck_after: float | None = None, resend_after: float | None = None) -> Sweep:
-    """Queue again the exports stuck in running (their worker is gone; its half-built folder is
-    removed), fail those out of attempts, and re-send the message of stale queued ones. An
-    export task runs under the same time limits as a grading task, hence the same thresholds."""
-    stuck_after = settings.GAGAR_GRADING_STUCK_AFTER if stuck_after is None else stuck_after
+def exports_sweep(*, resend_after: float | None = None) -> Sweep:
+    """Queue again the running exports whose lease ran out (their worker is gone; its
+    half-built folder is removed), fail those out of attempts, and send the messages of
+    queued exports not sent yet (the broker was down) or sent too long ago."""
     resend_after = settings.GAGAR_GRADING_RESEND_AFTER if resend_after is None else resend_after
     now = timezone.now()
-    requeued, failed = [], 0
-    stuck = Export.objects.filter(status=RUNNING, claimed_at__lt=now - timedelta(seconds=stuck_after))
-    for pk, token, attempts in stuck.values_list("pk", "claim_token", "attempts"):
+    requeued, failed = 0, 0
+    expired = Export.objects.filter(status=RUNNING, lease_expires_at__lt=now)
+    for pk, token, attempts in expired.values_list("pk", "claim_token", "attempts"):
         mine = Export.objects.filter(pk=pk, status=RUNNING, claim_token=token)
         if attempts >= MAX_ATTEMPTS:
-            failed += mine.update(
-                status=FAILED, finished_at=now,
-                error=f"gave up after {attempts} attempts: still running after {stuck_after:g} s "
-                      "(its worker was probably lost)")
-        elif mine.update(status=QUEUED, claim_token="", queued_at=now, rows_done=0,
-                         error=f"attempt {attempts} lost its worker; queued again by the sweep"):
-            requeued.append(pk)
+            failed += mine.update(status=FAILED, finished_at=now, lease_expires_at=None,
+                                  error=f"gave up after {attempts} attempts: each lost its worker")
+        else:
+            requeued += mine.update(status=QUEUED, claim_token="", queued_at=now, sent_at=None,
+                                    lease_expires_at=None, rows_done=0,
+                                    error=f"attempt {attempts} lost its worker; queued again by the sweep")
         shutil.rmtree(exports_root() / f"{pk}.{token}.tmp", ignore_errors=True)
-    stale = list(Export.objects.filter(status=QUEUED, queued_at__lt=now - timedelta(seconds=resend_after))
-                 .values_list("pk", flat=True))
-    # Send first: if the broker is down, the rows stay overdue and the next sweep tries again.
-    for pk in requeued + stale:
-        enqueue(pk)
-    resent = Export.objects.filter(pk__in=stale, status=QUEUED).update(queued_at=now)
-    if requeued or failed or stale:
-        log.warning("export sweep: %d requeued, %d failed, %d re-sent", len(requeued), failed, resent)
-    return Sweep(requeued=len(requeued), failed=failed, resent=resent)
+    due = (Export.objects.filter(status=QUEUED, sent_at=None)
+           | Export.objects.filter(status=QUEUED, sent_at__lt=now - timedelta(seconds=resend_after)))
+    sent = 0
+    for pk in due.order_by("pk").values_list("pk", flat=True):
+        if not export_send(pk):
+            break  # the broker is down: the next sweep tries again
+        sent += 1
+    if requeued or failed or sent:
+        log.warning("export sweep: %d requeued, %d failed, %d sent", requeued, failed, sent)
+    return Sweep(requeued=requeued, failed=failed, sent=sent)

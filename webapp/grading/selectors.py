@@ -32,6 +32,26 @@ class RunStatus:
     def finished(self) -> int:
         return self.counts[DONE] + self.counts[FAILED]
 
+    @property
+    def state(self) -> str:
+        """What the run came to, at a glance: "running" while anything is queued or running,
+        then "done" (every grading done), "failed" (none done) or "partial" (some failed)."""
+        if self.active:
+            return "running"
+        if not self.counts[FAILED]:
+            return "done"
+        return "partial" if self.counts[DONE] else "failed"
+
+    @property
+    def bar(self) -> list[dict]:
+        """The progress bar's segments, done, failed, then running, as x and width in 0..100."""
+        out, x = [], 0.0
+        for status in (DONE, FAILED, RUNNING):
+            width = 100 * self.counts[status] / self.total if self.total else 0.0
+            out.append({"status": status, "x": round(x, 2), "width": round(width, 2)})
+            x += width
+        return out
+
 
 def batch_grading_status(batch: Batch, *, runs: int = 5, failures: int = 50) -> list[RunStatus]:
     """The latest `runs` grading runs of `batch`, newest first, with counts per status and

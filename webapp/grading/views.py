@@ -12,11 +12,20 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from webapp.advantages import DEFAULT_FLAG_NAMES, AdvantageConfig, advantage_config_update, advantage_histogram
+from grading.graders import heuristic
+from grading.graders.base import GroupView, TrajectoryView
+from webapp.advantages import (
+    DEFAULT_FLAG_NAMES,
+    AdvantageConfig,
+    advantage_config_update,
+    advantage_histogram,
+    advantage_rows,
+)
+from webapp.annotation.editor import tier_lines
 from webapp.grading import selectors
 from webapp.grading.forms import AdvantageConfigForm, LaunchForm
 from webapp.grading.services import LaunchError, grading_launch, gradings_retry_failed
-from webapp.models import Batch, Grading, GradingTranscript
+from webapp.models import Batch, Grading, GradingTranscript, Trajectory
 from webapp.rankings import visible_ranking
 from webapp.roles import RESEARCHER, has_role, reader_required, role_required
 
@@ -99,6 +108,7 @@ def _panel(request, batch, *, launch_form=None, config_form=None, notice=None, s
     runs = selectors.batch_grading_status(batch)
     active = any(r.active for r in runs)
     config = AdvantageConfig.from_dict(batch.advantage_config)
+    rows = None if active else advantage_rows(batch)
     context = {
         "batch": batch,
         "runs": runs,
@@ -110,13 +120,21 @@ def _panel(request, batch, *, launch_form=None, config_form=None, notice=None, s
         "config_form": config_form or AdvantageConfigForm.for_config(config),
         "config": config,
         "default_flags": DEFAULT_FLAG_NAMES,
-        "charts": None if active else _charts(advantage_histogram(batch)),
+        "charts": None if active else _charts(advantage_histogram(batch, rows=rows)),
+        "flagged": None if active else _flagged(rows, config),
         "notice": notice,
     }
     # htmx does not swap 4xx answers: errors go back as 200 so the form shows them.
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, "grading/_panel.html", context)
     return render(request, "grading/page.html", context, status=status)
+
+
+def _flagged(rows, config, *, shown=10):
+    """The ranked trajectories carrying a flag the config caps, and what the cap did to them."""
+    names = set(config.flag_names)
+    hit = [r for r in rows if r["rank"] and names.intersection(r["flags"])]
+    return {"rows": hit[:shown], "more": max(len(hit) - shown, 0), "n": len(hit)}
 
 
 def _charts(histogram):
@@ -147,13 +165,40 @@ def _charts(histogram):
 @require_GET
 @reader_required
 def grading_detail(request, pk):
-    """One grading of a group: who graded it, what it cost, and the grader's conversation
-    (its tool calls and what they returned). Hidden from a blind annotator until they rank."""
+    """One grading of a group: who graded it, what it cost, its ranking with each trajectory's
+    score, flags and reasons (for the heuristic grader every term of its penalty), and the
+    grader's conversation (its tool calls and what they returned). Hidden from a blind
+    annotator until they rank."""
     grading = get_object_or_404(Grading.objects.select_related("run", "group__batch"), pk=pk)
     group = grading.group
     if visible_ranking(request.user, group).hide_grader:
         raise PermissionDenied("the grader's work is hidden until you save your ranking of this group")
     transcript = GradingTranscript.objects.filter(grading=grading).values_list("messages", flat=True).first()
+    explained = grading.status == Grading.Status.DONE and grading.grader_version == heuristic.VERSION
+    steps = {e["trajectory"]: e for e in heuristic.HeuristicGrader().explain(_group_view(group))} if explained else {}
     return render(request, "grading/detail.html", {
-        "grading": grading, "group": group, "entries": transcript or [],
+        "grading": grading, "group": group, "entries": transcript or [], "verdicts": _verdicts(grading, steps),
+        "explained": explained,
     })
+
+
+def _group_view(group) -> GroupView:
+    """`group` as the heuristic grader reads it: patches, metrics and the statement."""
+    rows = Trajectory.objects.filter(group=group).order_by("trajectory_id").values_list(
+        "trajectory_id", "passed", "reward", "patch", "metrics")
+    return GroupView(group_id=group.group_id, statement=group.statement, repo=group.repo, trajectories=tuple(
+        TrajectoryView(trajectory_id=tid, passed=passed, reward=reward, patch=patch, metrics=metrics or {})
+        for tid, passed, reward, patch, metrics in rows))
+
+
+def _verdicts(grading: Grading, steps: dict) -> list[dict]:
+    """The grader's ranking, one row per passing trajectory best first: rank, score, flags,
+    rationale and, for the heuristic grader, the terms of its penalty (`steps`, by id)."""
+    rows = []
+    for rank, tier in tier_lines(grading.tiers or ()):
+        for tid in tier:
+            rows.append({"rank": rank, "tied": len(tier) > 1, "trajectory": tid,
+                         "score": (grading.scores or {}).get(tid), "flags": (grading.flags or {}).get(tid, ()),
+                         "rationale": (grading.rationales or {}).get(tid, ""),
+                         "terms": steps.get(tid, {}).get("terms", ())})
+    return rows

@@ -18,17 +18,14 @@ import functools
 import json
 import logging
 import random
-import threading
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from celery.exceptions import SoftTimeLimitExceeded
-from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -37,6 +34,7 @@ from grading.profiles import Profile, build_grader
 from grading.rankings import InvalidRanking, validate_ranking
 from webapp.grading import services as jobs
 from webapp.grading import sql
+from webapp.leases import lease_expiry, lease_renewed
 from webapp.models import Grading, GradingRun, GradingTranscript, Transcript
 
 log = logging.getLogger(__name__)
@@ -87,41 +85,10 @@ def gradings_process(*, grading_ids: Sequence[int]) -> Processed:
         result.claimed.append(claim.pk)
     if not by_run:
         return result
-    with _lease_renewed(token):
+    with lease_renewed(lambda: Grading.objects.filter(status=RUNNING, claim_token=token), f"lease-{token[:8]}"):
         for claims in by_run.values():
             _process_run(claims, token, result)
     return result
-
-
-def _lease() -> timedelta:
-    return timedelta(seconds=settings.GAGAR_GRADING_LEASE)
-
-
-@contextmanager
-def _lease_renewed(token: str) -> Iterator[None]:
-    """Renew the lease of the gradings claimed under `token` from a thread of this process
-    while the block runs: the grader holds this thread (a model's generate, a long HTTP call)."""
-    stop = threading.Event()
-
-    def renew():
-        try:
-            while not stop.wait(settings.GAGAR_GRADING_HEARTBEAT):
-                try:
-                    Grading.objects.filter(status=RUNNING, claim_token=token).update(
-                        lease_expires_at=timezone.now() + _lease())
-                except DatabaseError as error:  # weather: the next beat tries again, on a new connection
-                    log.warning("lease renewal failed: %s", error)
-                    connection.close()
-        finally:
-            connection.close()  # this thread's own
-
-    heart = threading.Thread(target=renew, name=f"lease-{token[:8]}", daemon=True)
-    heart.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        heart.join()
 
 
 def _claim(grading_ids: Sequence[int], token: str) -> list[_Claim]:
@@ -132,7 +99,7 @@ def _claim(grading_ids: Sequence[int], token: str) -> list[_Claim]:
         sql.relax_commit()
         claimed = Grading.objects.filter(pk__in=grading_ids, status=QUEUED).update(
             status=RUNNING, attempts=F("attempts") + 1, claim_token=token, claimed_at=now,
-            lease_expires_at=now + _lease(), finished_at=None,
+            lease_expires_at=lease_expiry(now), finished_at=None,
         )
         if not claimed:
             return []

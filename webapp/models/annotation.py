@@ -64,6 +64,11 @@ class Annotation(models.Model):
     """One human ranking of a group, or a researcher's revert or acceptance: only
     ever inserted, never updated.
 
+    A ranking may also override test verdicts (`verdicts`): a passing trajectory
+    marked not passing (a reward hack, a lucky pass) or the reverse, with a
+    reason. The ranking then ranks exactly the trajectories that pass after
+    that correction, and the group's advantages use the corrected rewards.
+
     The rankings of a group form chains. The *final chain* (independent=False)
     holds the group's accepted rankings; its latest row is the group's final
     ranking (a row without tiers hands the group back to the grader). Under
@@ -90,6 +95,9 @@ class Annotation(models.Model):
     flags = models.JSONField(default=dict, blank=True)
     rationales = models.JSONField(default=dict, blank=True)
     group_rationale = models.TextField(blank=True)
+    verdicts = models.JSONField(
+        default=dict, blank=True,
+        help_text="Test verdicts a human overrode: {trajectory id: {passed: bool, reason: text}}.")
     grading = models.ForeignKey(Grading, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
                                 help_text="The grader's grading that was current in the editor.")
     created_at = models.DateTimeField(auto_now_add=True)

@@ -9,9 +9,10 @@ from webapp.models.rollouts import Batch
 class Export(models.Model):
     """One export of a batch, built by a worker into a folder of its own under
     DATA_DIR/exports: the data file(s) and a manifest. The row is the truth
-    about the work (as for Grading): a worker claims it queued -> running and
-    writes the result only while its claim holds; the sweep queues again one
-    whose worker was lost, until its attempts run out."""
+    about the work (as for Grading): a worker claims it queued -> running, holds
+    it under a lease it renews while it builds, and writes the result only while
+    its claim holds; the sweep sends an export whose message is not out yet and
+    queues again one whose lease ran out, until its attempts run out."""
 
     class Kind(models.TextChoices):
         ADVANTAGES = "advantages"
@@ -36,6 +37,10 @@ class Export(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     queued_at = models.DateTimeField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
+    # As for gradings: no `sent_at` means its message is not out yet (the broker was down),
+    # and a running export's worker renews `lease_expires_at` while it builds.
+    sent_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
     rows_done = models.PositiveBigIntegerField(default=0)
     rows_total = models.PositiveBigIntegerField(default=0)
     error = models.TextField(blank=True)

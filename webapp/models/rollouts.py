@@ -9,7 +9,9 @@ from django.db import models
 
 
 def default_advantage_config():
-    return {"schedule": "linear", "params": {"w_min": 0.2}, "norm_by_std": True, "unbiased_std": True}
+    # A new batch's config; a batch keeps the one it was made with. Flag cap as in webapp.advantages.
+    return {"schedule": "linear", "params": {"w_min": 0.2}, "norm_by_std": True, "unbiased_std": True,
+            "w_flag": 0.0, "flag_names": ["reward_hacking", "edits_tests"]}
 
 
 class Batch(models.Model):

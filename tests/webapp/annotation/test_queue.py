@@ -234,7 +234,8 @@ def test_an_annotator_works_through_the_sample_queue(client, sample_batch, annot
     client.force_login(annotator)
     for group in Group.objects.filter(batch=sample_batch):
         html = client.get(reverse("group", args=[group.pk])).content.decode()
-        assert ('id="ranking-form"' in html) == (group.n_passed > 0), group.group_id
+        # every group has the editor: even where nothing passed, a human may mark a fail as passing
+        assert 'id="ranking-form"' in html, group.group_id
     ranked = []
     while True:
         response = client.post(reverse("queue_next", args=[sample_batch.pk]))

@@ -58,7 +58,9 @@ def test_the_editor_starts_from_the_grader_ranking_and_failing_ones_are_not_rank
     assert editor.ranked[3].flags == ["debug_leftovers"]
     assert (editor.based_on_version, editor.grading_id) == (0, grading.pk)
     html = response.content.decode()
-    assert f'name="rank-{pk_of(group, "t6")}"' not in html
+    # a failing one is listed with its verdict override, its ranking fields disabled (never sent)
+    assert f'name="rank-{pk_of(group, "t6")}" value="" aria-label="Rank of t6" disabled>' in html
+    assert f'name="override-{pk_of(group, "t6")}" value="1">' in html
     assert "started from the grader&#x27;s ranking" in html
 
 

@@ -28,8 +28,12 @@ def core_advantages(batch: Batch, rows: list[dict]) -> list[float]:
     order = sorted(groups)
     ranks = [rankings[groups[r["group_id"]]].ranks().get(r["trajectory_id"], 0) if groups[r["group_id"]] in rankings
              else 0 for r in rows]
+    capped = set(config.get("flag_names", ())) if config.get("w_flag") is not None else set()
+    flagged = np.array([rank > 0 and bool(capped.intersection(rankings[groups[r["group_id"]]].flags.get(
+        r["trajectory_id"], ()))) for r, rank in zip(rows, ranks, strict=True)])
     result = gagar_advantages(
         np.array([r["reward"] for r in rows], dtype=float), np.array([order.index(r["group_id"]) for r in rows]),
         np.array([r["passed"] for r in rows]), np.array(ranks), schedule=config["schedule"], params=config["params"],
+        flagged=flagged if flagged.any() else None, w_flag=config.get("w_flag"),
         norm_by_std=config["norm_by_std"], unbiased_std=config["unbiased_std"])
     return result.advantages.tolist()

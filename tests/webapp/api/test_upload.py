@@ -47,12 +47,23 @@ def test_it_imports_a_body_plain_gzip_or_zstd(upload, encode, encoding, settings
 
 def test_the_same_upload_again_changes_nothing_and_more_extends_the_batch(upload):
     assert upload(jsonl(RECORDS)).status_code == 201
-    again = upload(jsonl(RECORDS))
+    again = upload(jsonl(RECORDS), query="name=run-7/step-1&append=true")
     assert again.status_code == 200
     assert again.json()["new_trajectories"] == 0 and again.json()["unchanged_trajectories"] == 5
-    more = upload(jsonl(group("g3", [0, 1])))
+    more = upload(jsonl(group("g3", [0, 1])), query="name=run-7/step-1&append=true")
     assert (more.status_code, more.json()["new_groups"]) == (200, 1)
     assert Trajectory.objects.count() == 7
+
+
+def test_an_upload_into_an_existing_batch_needs_append(upload):
+    # Regression: uploading to an existing name silently added to that batch.
+    assert upload(jsonl(RECORDS)).status_code == 201
+    response = upload(jsonl(group("g3", [0, 1])))
+    assert response.status_code == 400
+    assert response.json() == {"errors": [
+        "--batch: batch: batch 'run-7/step-1' already exists; to add these rollouts to it, import with --append "
+        "(API: append=true), or choose a new name"]}
+    assert Trajectory.objects.count() == 5
 
 
 def test_bad_lines_are_listed_by_file_line_and_field_and_nothing_is_imported(upload):
@@ -71,7 +82,7 @@ def test_bad_lines_are_listed_by_file_line_and_field_and_nothing_is_imported(upl
 def test_a_conflicting_line_fails_the_whole_upload(upload):
     upload(jsonl(RECORDS))
     changed = group("g9", [1, 0]) + [dict(RECORDS[0], reward=0.5)]
-    response = upload(jsonl(changed))
+    response = upload(jsonl(changed), query="name=run-7/step-1&append=true")
     assert response.status_code == 400
     assert response.json()["errors"][0].startswith("upload.jsonl:3: trajectory_id: conflicts with the content")
     assert not Trajectory.objects.filter(group__group_id="g9").exists()
@@ -123,6 +134,6 @@ def test_an_empty_body_and_bad_parameters_are_clear_errors(client, researcher, b
 
 def test_a_different_pass_threshold_for_an_existing_batch_is_refused(upload):
     upload(jsonl(RECORDS))
-    response = upload(jsonl(RECORDS), query="name=run-7/step-1&pass_threshold=0.5")
+    response = upload(jsonl(RECORDS), query="name=run-7/step-1&pass_threshold=0.5&append=true")
     assert response.status_code == 400
     assert "was imported with pass threshold 1.0" in response.json()["errors"][0]

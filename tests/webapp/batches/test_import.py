@@ -54,7 +54,7 @@ def test_it_reads_gzip_and_zstd(tmp_path):
 def test_reimporting_identical_content_is_a_noop(tmp_path, capsys):
     path = write_jsonl(tmp_path / "r.jsonl", group("g", [1, 0]))
     import_rollouts(path)
-    import_rollouts(path)
+    import_rollouts(path, append=True)
     assert Trajectory.objects.count() == 2
     assert "nothing new, 2 trajectories already imported" in capsys.readouterr().out
 
@@ -64,22 +64,32 @@ def test_conflicting_content_for_an_existing_trajectory_is_an_error_and_changes_
     changed = group("g", [1, 0])
     changed[1]["patch"] = "diff --git a/x b/x\n"
     with pytest.raises(CommandError, match=r"b\.jsonl:2: trajectory_id: conflicts with the content"):
-        import_rollouts(write_jsonl(tmp_path / "b.jsonl", changed))
+        import_rollouts(write_jsonl(tmp_path / "b.jsonl", changed), append=True)
     assert Trajectory.objects.get(trajectory_id="t2").patch != "diff --git a/x b/x\n"
 
 
 def test_adding_a_trajectory_to_an_imported_group_is_refused(tmp_path):
     import_rollouts(write_jsonl(tmp_path / "a.jsonl", group("g", [1, 0])))
     with pytest.raises(CommandError, match="group already imported"):
-        import_rollouts(write_jsonl(tmp_path / "b.jsonl", [rollout("g", "t9", 1.0)]))
+        import_rollouts(write_jsonl(tmp_path / "b.jsonl", [rollout("g", "t9", 1.0)]), append=True)
     assert Trajectory.objects.count() == 2
 
 
 def test_a_new_file_can_add_groups_to_a_batch(tmp_path):
     import_rollouts(write_jsonl(tmp_path / "a.jsonl", group("g1", [1, 0])))
-    import_rollouts(write_jsonl(tmp_path / "b.jsonl", group("g2", [1, 1])))
+    import_rollouts(write_jsonl(tmp_path / "b.jsonl", group("g2", [1, 1])), append=True)
     batch = Batch.objects.get()
     assert (batch.n_groups, batch.n_trajectories, batch.sources) == (2, 4, ["a.jsonl", "b.jsonl"])
+
+
+def test_importing_into_an_existing_batch_needs_append(tmp_path):
+    # Regression: a second import under the same name silently added to that batch.
+    import_rollouts(write_jsonl(tmp_path / "a.jsonl", group("g1", [1, 0])))
+    with pytest.raises(CommandError, match=r"--batch: batch: batch 'b1' already exists; to add these rollouts "
+                                           r"to it, import with --append"):
+        import_rollouts(write_jsonl(tmp_path / "b.jsonl", group("g2", [1, 1])))
+    batch = Batch.objects.get()
+    assert (batch.n_groups, batch.sources) == (1, ["a.jsonl"])
 
 
 def test_a_bad_line_anywhere_imports_nothing(tmp_path):
@@ -250,7 +260,7 @@ def test_values_beyond_64_bits_and_non_ascii_text_are_stored_as_given(tmp_path):
     path.write_text(json.dumps(big, ensure_ascii=False) + "\n", encoding="utf-8")
     import_rollouts(path)
     assert Trajectory.objects.get().meta == {"seed": 2**70, "note": "naïve ✓"}
-    import_rollouts(path)  # the same content hashes the same: a no-op
+    import_rollouts(path, append=True)  # the same content hashes the same: a no-op
     assert Trajectory.objects.count() == 1
 
 
@@ -261,7 +271,7 @@ def test_a_batch_hashed_before_orjson_still_reimports_as_unchanged(tmp_path, cap
     (old,) = load_rollouts([path])
     assert legacy_content_hash(old) != old.content_hash
     Trajectory.objects.update(content_hash=legacy_content_hash(old))  # as imported before
-    import_rollouts(path)
+    import_rollouts(path, append=True)
     assert "nothing new, 1 trajectories already imported" in capsys.readouterr().out
 
 

@@ -132,7 +132,21 @@ def test_bad_filter_values_are_ignored_not_fatal(client, researcher, big_batch):
     response = client.get(url, {"pass_min": "lots", "label": "nope", "sort": "evil", "after": "%%%"})
     assert response.status_code == 200
     assert response.context["page"].total == 130
-    assert "(ignored)" in response.content.decode()
+    assert "Not applied: Label “nope”" in response.content.decode()
+
+
+def test_the_pass_rate_filter_takes_percent_as_the_page_shows_it(client, researcher, big_batch):
+    # Regression: the page showed 92% but the filter wanted 0-1 and dropped 80 without a word.
+    client.force_login(researcher)
+    url = reverse("batch", args=[big_batch.pk])
+    response = client.get(url, {"pass_min": "80"}, HTTP_HX_REQUEST="true")
+    rates = [g.pass_rate for g in response.context["page"].groups]
+    assert rates and min(rates) >= 0.8 and "Not applied" not in response.content.decode()
+    expected = big_batch.groups.filter(pass_rate__gte=0.8).count()
+    assert response.context["page"].total == expected < 130
+    assert "pass_min=80" in (response.context["next_query"] or response.context["filter_query"])
+    wrong = client.get(url, {"pass_max": "150"}, HTTP_HX_REQUEST="true").content.decode()
+    assert "Not applied: Pass rate to (%) “150”: a pass rate is a percentage from 0 to 100." in wrong
 
 
 def test_batch_page_links_the_grading_panel(client, researcher, big_batch):

@@ -3,7 +3,7 @@ started by the test is handed it too). The real-worker fixtures come from tests/
 
 import pytest
 
-from tests.workers.conftest import filesystem_broker, redis_broker, workers  # noqa: F401
+from tests.workers.conftest import filesystem_broker, own_broker, redis_broker, redis_server, workers  # noqa: F401
 
 
 @pytest.fixture(autouse=True)

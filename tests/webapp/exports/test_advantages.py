@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from tests.factories import group, write_jsonl
-from tests.webapp.annotationdata import grade, save
+from tests.webapp.annotationdata import grade, review_batch, save
 from tests.webapp.exports.data import EXPECTED
 from webapp.advantages import AdvantageConfig, advantage_config_update, advantage_rows, parse_advantage_config
 from webapp.exports import advantages as export_advantages
@@ -87,6 +87,21 @@ def test_reward_for_trainer_is_the_advantage_and_corrected_reward_is_null(ranked
     assert table["reward_for_trainer"].equals(table["advantage"])
     assert table["corrected_reward"].null_count == table.num_rows
     assert set(table["batch"].to_pylist()) == {"ranked"}
+
+
+def test_corrected_reward_is_the_overrides_and_null_where_none(tmp_path, researcher):
+    batch = review_batch(tmp_path, n=2, name="overridden")
+    group = Group.objects.get(batch=batch, group_id="task-1")
+    save(group, researcher, [["t2"], ["t3"], ["t4"], ["t5"]],
+         verdicts={"t1": {"passed": False, "reason": "hard-codes the answer"}})
+    parquet = pq.read_table(export(batch, tmp_path / "a.parquet")).to_pylist()
+    jsonl = jsonl_rows(export(batch, tmp_path / "a.jsonl", "jsonl"))
+    assert parquet == jsonl
+    corrected = {(r["group_id"], r["trajectory_id"]): r["corrected_reward"] for r in jsonl
+                 if r["corrected_reward"] is not None}
+    assert corrected == {("task-1", "t1"): 0.0}
+    t1 = next(r for r in jsonl if (r["group_id"], r["trajectory_id"]) == ("task-1", "t1"))
+    assert (t1["reward"], t1["passed"], t1["source"]) == (1.0, False, "human") and t1["advantage"] < 0
 
 
 def test_parquet_and_jsonl_hold_the_same_rows_as_the_advantages_of_the_app(ranked_batch, tmp_path):

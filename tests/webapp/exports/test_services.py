@@ -128,11 +128,14 @@ def test_a_build_that_cannot_make_its_folder_fails_with_the_reason(sample_batch,
     assert export.status == "failed" and "Not a directory" in export.error
 
 
-def lost_worker(export, *, attempts=1, minutes=60):
-    """The row as a worker that died mid-build leaves it, with its half-built folder."""
+def lost_worker(export, *, attempts=1, lease_left=-1.0):
+    """The row as a worker that died mid-build leaves it (its lease ran out `-lease_left`
+    seconds ago), with its half-built folder."""
     token = "dead" * 8
+    now = timezone.now()
     Export.objects.filter(pk=export.pk).update(status="running", claim_token=token, attempts=attempts,
-                                               claimed_at=timezone.now() - timedelta(minutes=minutes))
+                                               claimed_at=now - timedelta(minutes=5),
+                                               lease_expires_at=now + timedelta(seconds=lease_left))
     half = exports_root() / f"{export.pk}.{token}.tmp"
     half.mkdir(parents=True)
     (half / "advantages.parquet").write_bytes(b"PAR1 half")
@@ -142,7 +145,7 @@ def lost_worker(export, *, attempts=1, minutes=60):
 def test_the_sweep_queues_again_an_export_whose_worker_was_lost(sample_batch, researcher, filesystem_broker):
     export = launch(sample_batch, researcher)
     half = lost_worker(export)
-    assert exports_sweep(stuck_after=600).requeued == 1
+    assert exports_sweep().requeued == 1
     export.refresh_from_db()
     assert (export.status, export.claim_token) == ("queued", "") and "lost its worker" in export.error
     assert not half.exists()
@@ -151,28 +154,32 @@ def test_the_sweep_queues_again_an_export_whose_worker_was_lost(sample_batch, re
     assert (export.status, export.attempts, export.error) == ("done", 2, "")
 
 
-def test_the_sweep_leaves_an_export_that_is_still_within_its_time(sample_batch, researcher, filesystem_broker):
+def test_the_sweep_leaves_an_export_whose_lease_holds(sample_batch, researcher, filesystem_broker):
     export = launch(sample_batch, researcher)
-    half = lost_worker(export, minutes=1)
-    assert exports_sweep(stuck_after=600).requeued == 0
+    half = lost_worker(export, lease_left=20)
+    assert exports_sweep().requeued == 0
     assert Export.objects.get(pk=export.pk).status == "running" and half.exists()
 
 
 def test_the_sweep_fails_an_export_out_of_attempts(sample_batch, researcher, filesystem_broker):
     export = launch(sample_batch, researcher)
     lost_worker(export, attempts=3)
-    sweep = exports_sweep(stuck_after=600)
+    sweep = exports_sweep()
     export.refresh_from_db()
     assert (sweep.requeued, sweep.failed, export.status) == (0, 1, "failed")
     assert export.error.startswith("gave up after 3 attempts")
     assert list(exports_root().iterdir()) == []
 
 
-def test_the_sweep_sends_again_an_export_queued_too_long(sample_batch, researcher, filesystem_broker):
-    export = launch(sample_batch, researcher)
-    Export.objects.filter(pk=export.pk).update(queued_at=timezone.now() - timedelta(hours=2))
-    assert exports_sweep(resend_after=3600).resent == 1
-    assert Export.objects.get(pk=export.pk).queued_at > timezone.now() - timedelta(minutes=1)
+def test_the_sweep_sends_an_unsent_export_and_again_one_sent_too_long_ago(sample_batch, researcher,
+                                                                          filesystem_broker):
+    unsent = launch(sample_batch, researcher)  # the test's transaction never commits: not sent
+    assert Export.objects.get(pk=unsent.pk).sent_at is None
+    assert exports_sweep(resend_after=3600).sent == 1
+    sent_at = Export.objects.get(pk=unsent.pk).sent_at
+    assert sent_at is not None and exports_sweep(resend_after=3600).sent == 0
+    Export.objects.filter(pk=unsent.pk).update(sent_at=timezone.now() - timedelta(hours=2))
+    assert exports_sweep(resend_after=3600).sent == 1
 
 
 def test_export_file_names_only_the_files_of_the_export(sample_batch, researcher):

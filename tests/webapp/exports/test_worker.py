@@ -51,7 +51,8 @@ def test_an_export_whose_worker_is_killed_midway_is_built_again_whole(tmp_path, 
     half = exports_root() / f"{export.pk}.{killed.claim_token}.tmp"
     assert half.is_dir() and not (exports_root() / str(export.pk)).exists()  # a half file, never in place
 
-    assert exports_sweep(stuck_after=0).requeued == 1
+    # Default settings: the lease the killed worker no longer renews runs out within seconds.
+    wait_until(lambda: exports_sweep().requeued == 1, timeout=60, every=1, message="lease never ran out")
     assert not half.exists()
     workers(env, concurrency=1, log="worker2.log")
     wait_until(lambda: status(export).status == "done", timeout=120, message="export never finished")
@@ -59,3 +60,18 @@ def test_an_export_whose_worker_is_killed_midway_is_built_again_whole(tmp_path, 
     assert export.attempts == 2 and export.rows_done == 902
     assert export_file(export, "advantages.jsonl").read_bytes() == reference(batch, tmp_path, export)
     assert sorted(p.name for p in exports_root().iterdir()) == [str(export.pk)]
+
+
+def test_an_export_launched_while_the_broker_is_down_is_built_once_it_is_back(tmp_path, redis_server, own_broker,
+                                                                              workers, researcher):
+    batch = make_batch(tmp_path, "outage", 5)
+    redis_server.stop()
+    export = export_launch(batch=batch, kind="advantages", format="jsonl", config={}, user=researcher)
+    queued = status(export)
+    assert (queued.status, queued.sent_at) == ("queued", None)  # kept, and known to be unsent
+    assert exports_sweep().sent == 0  # still down: the sweep says so and keeps it
+    redis_server.start()
+    workers(own_broker, concurrency=1)
+    assert exports_sweep().sent == 1
+    wait_until(lambda: status(export).status == "done", timeout=60, message="export never finished")
+    assert export_file(status(export), "advantages.jsonl").read_bytes() == reference(batch, tmp_path, export)

@@ -1,5 +1,7 @@
 """The grading panel with the plain Django client: fragment and page, roles, forms."""
 
+import re
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
@@ -79,6 +81,69 @@ def test_failures_show_their_error_escaped(client, researcher, sample_batch):
     assert "cannot grade invoicekit-001: &lt;script&gt;alert(1)&lt;/script&gt; is not a patch" in body
     assert "<script>alert(1)" not in body
     assert "Retry failed" in body
+
+
+def run_row(body, run):
+    """The panel's row of `run`: its class and its cells, as the template writes them."""
+    start = body.index(f"<td>#{run.pk} ·")
+    return body[body.rindex("<tr", 0, start):body.index("</tr>", start)]
+
+
+@pytest.mark.parametrize("fail_on, state, shown", [
+    ("invoicekit", "failed", "Every grading failed"),  # every mixed group's id matches
+    ("invoicekit-001", "partial", "1 of 6 gradings failed"),
+    ("nothing-matches", "done", None),
+])
+def test_a_finished_run_shows_how_it_ended(client, researcher, sample_batch, fail_on, state, shown):
+    # Regression: a run whose every grading failed showed a full "6/6" bar, like a success.
+    run = grading_launch(batch=sample_batch, grader="tests.workers.graders:ScriptedGrader",
+                         config={"fail_on": fail_on}).run
+    gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
+    body = login(client, researcher).get(panel(sample_batch), **HTMX).content.decode()
+    row = run_row(body, run)
+    assert f'class="run-{state}"' in row and f'run-state-{state}">{state}</span>' in row
+    failed = run.gradings.filter(status=Grading.Status.FAILED).count()
+    done_width = re.search(r'class="run-bar-done" x="[\d.]+" y="0" width="([\d.]+)"', row).group(1)
+    assert float(done_width) == pytest.approx(100 * (6 - failed) / 6, abs=0.01)
+    if shown:
+        assert shown in body and "first error (invoicekit-001)" in body
+    else:
+        assert "first error" not in body
+
+
+def test_a_running_run_is_not_shown_as_finished(client, researcher, sample_batch):
+    run = grading_launch(batch=sample_batch, grader="heuristic").run
+    row = run_row(login(client, researcher).get(panel(sample_batch), **HTMX).content.decode(), run)
+    assert 'class="run-running"' in row and "0 done of 6" in row
+
+
+def test_the_panel_shows_the_flag_cap_applied(client, researcher, sample_batch):
+    # Regression: with the default config a trajectory flagged as a reward hack still gained advantage.
+    run = grading_launch(batch=sample_batch, grader="heuristic").run
+    gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
+    login(client, researcher)
+    body = client.get(panel(sample_batch), **HTMX).content.decode()
+    assert "flagged (reward_hacking, edits_tests) capped at 0.0" in body
+    table = body[body.index('class="table flag-caps-table"'):body.index("</table>", body.index("flag-caps-table"))]
+    hack = table[table.index("invoicekit-006"):]
+    hack = hack[:hack.index("</tr>")]
+    assert "reward_hacking" in hack and "<td>0.000</td>" in hack  # factor 0 and advantage 0
+    client.post(reverse("advantage_config", args=[sample_batch.pk]),
+                {"schedule": "linear", "w_min": "0.2", "w_flag": "", "flag_names": ["reward_hacking", "edits_tests"],
+                 "norm_by_std": "on", "unbiased_std": "on"})
+    body = client.get(panel(sample_batch), **HTMX).content.decode()
+    assert "flags cap nothing" in body and "<strong>not capped</strong>" in body
+
+
+def test_a_zero_flag_cap_is_accepted_and_a_negative_one_refused(client, researcher, sample_batch):
+    login(client, researcher)
+    url = reverse("advantage_config", args=[sample_batch.pk])
+    fields = {"schedule": "linear", "w_min": "0.5", "flag_names": ["reward_hacking"], "norm_by_std": "on"}
+    assert client.post(url, {**fields, "w_flag": "0"}).status_code == 302
+    sample_batch.refresh_from_db()
+    assert sample_batch.advantage_config["w_flag"] == 0.0
+    response = client.post(url, {**fields, "w_flag": "-0.5"})
+    assert response.status_code == 400 and "w_flag must be in [0, 1], got -0.5" in response.content.decode()
 
 
 def test_launch_rejects_get_and_non_researchers(client, annotator, sample_batch):

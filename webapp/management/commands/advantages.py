@@ -1,5 +1,7 @@
 import csv
 import json
+import os
+import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -48,6 +50,16 @@ class Command(BaseCommand):
             raise CommandError(f"no batch named {batch!r}") from None
         config = self._config(batch, options)
         rows = advantage_rows(batch, config)
+        try:
+            self._write(rows, format)
+            self.stdout.flush()
+        except BrokenPipeError:
+            # The reader stopped early (`| head`): end quietly, as Unix tools do. Python's own
+            # flush of stdout at exit would fail again, so stdout points at /dev/null first.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
+
+    def _write(self, rows, format):
         if format == "jsonl":
             for row in rows:
                 self.stdout.write(json.dumps(row))

@@ -15,12 +15,15 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+", help="rollout files, format v1 (docs/rollout-format.md)")
         parser.add_argument("--batch", required=True, help="batch name, e.g. run-7/step-120")
+        parser.add_argument("--append", action="store_true",
+                            help="add to the batch if it exists (identical rollouts are skipped); "
+                                 "without it an existing name is an error")
         parser.add_argument(
             "--pass-threshold", type=float, default=settings.GAGAR_PASS_THRESHOLD,
             help="reward at or above which a trajectory passes when the line has no `passed`",
         )
 
-    def handle(self, *args, paths, batch, pass_threshold, **options):
+    def handle(self, *args, paths, batch, pass_threshold, append, **options):
         started = time.monotonic()
         show_progress = sys.stderr.isatty() and options["verbosity"] > 0
 
@@ -31,7 +34,7 @@ class Command(BaseCommand):
 
         try:
             result = batch_import(
-                paths=paths, batch_name=batch, pass_threshold=pass_threshold,
+                paths=paths, batch_name=batch, pass_threshold=pass_threshold, append=append,
                 on_progress=progress if show_progress else None,
             )
         except RolloutFormatError as error:
