@@ -53,9 +53,11 @@ test: install-llm install-verl
 test-core:
 	$(PY) -m pytest -q tests/grading tests/sample
 
+# The slow tests (worker kills, the chaos test, the agentic worker: mostly waiting out leases
+# and a model) run once, on PostgreSQL; the rest run on both databases.
 test-sqlite:
-	$(TEST_ENV) GAGAR_DATA_DIR=$(CURDIR)/var/test-sqlite $(PY) -m pytest -q --ignore=tests/grading --ignore=tests/sample \
-		--ignore=tests/trainers
+	$(TEST_ENV) GAGAR_DATA_DIR=$(CURDIR)/var/test-sqlite $(PY) -m pytest -q -m "not slow" --ignore=tests/grading \
+		--ignore=tests/sample --ignore=tests/trainers
 
 test-postgres:
 	$(TEST_ENV) DATABASE_URL=$(PG_URL) GAGAR_DATA_DIR=$(CURDIR)/var/test-postgres $(PY) -m pytest -q --ignore=tests/grading --ignore=tests/sample \
