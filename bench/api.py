@@ -36,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench import fresh_database  # noqa: E402
 from bench.grading import FIX, STRAY, VARIANTS, start_worker  # noqa: E402
 
 BENCH_DB = "gagar_bench_api"
@@ -90,15 +91,6 @@ def floor(rollouts: list[dict], config: dict) -> tuple[float, dict]:
     return seconds, {(r["group_id"], r["trajectory_id"]): a for r, a in zip(rollouts, result.advantages, strict=True)}
 
 
-def fresh_database(admin_url: str) -> str:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    return admin_url.rsplit("/", 1)[0] + f"/{BENCH_DB}"
-
-
 def serve(env: dict, port: int, log: Path) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload", "--skip-checks"],
@@ -148,7 +140,7 @@ def main() -> None:
     admin_url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gagar")
     prefix = f"gagar-bench-{uuid.uuid4().hex[:8]}:"
     tmp = Path(tempfile.mkdtemp(prefix="gagar-bench-api-"))
-    env = {**os.environ, "DATABASE_URL": fresh_database(admin_url), "CELERY_BROKER_URL": REDIS_URL,
+    env = {**os.environ, "DATABASE_URL": fresh_database(admin_url, BENCH_DB), "CELERY_BROKER_URL": REDIS_URL,
            "CELERY_REDIS_KEYPREFIX": prefix, "GAGAR_DATA_DIR": str(tmp),
            "SECRET_KEY": os.environ.get("SECRET_KEY", "bench"), "DJANGO_SETTINGS_MODULE": "webapp.settings",
            "ALLOWED_HOSTS": "127.0.0.1", "LOG_LEVEL": "WARNING", "DB_CONN_MAX_AGE": "600"}

@@ -29,6 +29,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from bench import fresh_database  # noqa: E402
+
 BENCH_DB = "gagar_bench_export"
 GROUP_SIZE = 16
 INSERT_CHUNK = 50_000
@@ -37,12 +40,7 @@ INSERT_CHUNK = 50_000
 def setup_django() -> None:
     url = os.environ.get("DATABASE_URL", "")
     if url.startswith("postgres"):
-        import psycopg
-
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {BENCH_DB}")
-        os.environ["DATABASE_URL"] = url.rsplit("/", 1)[0] + "/" + BENCH_DB
+        os.environ["DATABASE_URL"] = fresh_database(url, BENCH_DB)
     else:
         os.environ.pop("DATABASE_URL", None)
         os.environ["GAGAR_DATA_DIR"] = tempfile.mkdtemp(prefix="gagar-bench-export-")

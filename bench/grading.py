@@ -34,6 +34,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from bench import fresh_database  # noqa: E402
+
 BENCH_DB = "gagar_bench_grading"
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -63,15 +66,6 @@ def write_rollouts(path: Path, n_groups: int) -> None:
                 if member == 0:
                     record["task"] = {"id": f"task-{g:06d}", "statement": "Round the subtotal to cents."}
                 f.write(json.dumps(record) + "\n")
-
-
-def fresh_database(admin_url: str) -> str:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    return admin_url.rsplit("/", 1)[0] + f"/{BENCH_DB}"
 
 
 def in_process(batch, repeats: int = 3) -> tuple[float, int]:
@@ -191,7 +185,7 @@ def main() -> None:
 
     admin_url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/gagar")
     prefix = f"gagar-bench-{uuid.uuid4().hex[:8]}:"
-    env = {**os.environ, "DATABASE_URL": fresh_database(admin_url), "CELERY_BROKER_URL": REDIS_URL,
+    env = {**os.environ, "DATABASE_URL": fresh_database(admin_url, BENCH_DB), "CELERY_BROKER_URL": REDIS_URL,
            "CELERY_REDIS_KEYPREFIX": prefix, "GAGAR_GRADING_CHUNK": str(args.chunk),
            "SECRET_KEY": os.environ.get("SECRET_KEY", "bench"), "DJANGO_SETTINGS_MODULE": "webapp.settings",
            "LOG_LEVEL": "WARNING", "DB_CONN_MAX_AGE": "600"}

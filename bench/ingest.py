@@ -24,6 +24,9 @@ import orjson
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from bench import fresh_database  # noqa: E402
+
 BENCH_DB = "gagar_bench"
 
 
@@ -52,15 +55,6 @@ def setup_django(database_url: str) -> None:
     import django
 
     django.setup()
-
-
-def fresh_database(admin_url: str) -> str:
-    import psycopg
-
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    return admin_url.rsplit("/", 1)[0] + f"/{BENCH_DB}"
 
 
 def time_import(path: Path, batch: str) -> float:
@@ -120,7 +114,7 @@ def main() -> None:
     admin_url = os.environ.get("DATABASE_URL", "")
     if not admin_url.startswith("postgres"):
         sys.exit("set DATABASE_URL=postgres://... (the benchmark creates its own database)")
-    database_url = fresh_database(admin_url)
+    database_url = fresh_database(admin_url, BENCH_DB)
     setup_django(database_url)
     from django.core.management import call_command
 

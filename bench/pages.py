@@ -25,6 +25,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+
+from bench import fresh_database  # noqa: E402
+
 BENCH_DB = "gagar_bench_pages"
 RUNS = 50
 N_GROUPS = 100_000
@@ -36,12 +39,7 @@ N_TURNS = 10_000
 def setup_django() -> None:
     url = os.environ.get("DATABASE_URL", "")
     if url.startswith("postgres"):
-        import psycopg
-
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {BENCH_DB}")
-        os.environ["DATABASE_URL"] = url.rsplit("/", 1)[0] + "/" + BENCH_DB
+        os.environ["DATABASE_URL"] = fresh_database(url, BENCH_DB)
     else:
         os.environ.pop("DATABASE_URL", None)
         os.environ["GAGAR_DATA_DIR"] = tempfile.mkdtemp(prefix="gagar-bench-pages-")

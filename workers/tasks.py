@@ -7,28 +7,23 @@ from webapp.grading.services import gradings_sweep
 from webapp.grading.worker import gradings_process
 from webapp.jobs import EXPORT_TASK, GRADE_TASK, SWEEP_TASK, app
 
-
-@app.task(
-    name=GRADE_TASK,
+# A lost database connection is weather: the task runs again, backing off, on a new one.
+RETRY_ON_DATABASE_ERRORS = dict(
     autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=5,
     retry_backoff_max=300,
     retry_jitter=True,
     max_retries=8,
 )
+
+
+@app.task(name=GRADE_TASK, **RETRY_ON_DATABASE_ERRORS)
 def grade(*, grading_ids: list[int]) -> None:
     """Grade the queued ones among `grading_ids`; the rest were claimed elsewhere or are finished."""
     gradings_process(grading_ids=grading_ids)
 
 
-@app.task(
-    name=EXPORT_TASK,
-    autoretry_for=(OperationalError, InterfaceError),
-    retry_backoff=5,
-    retry_backoff_max=300,
-    retry_jitter=True,
-    max_retries=8,
-)
+@app.task(name=EXPORT_TASK, **RETRY_ON_DATABASE_ERRORS)
 def export(*, export_id: int) -> None:
     """Build the export if it is still queued; otherwise it was claimed elsewhere or is finished."""
     export_build(export_id)
