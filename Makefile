@@ -54,9 +54,10 @@ test-core:
 	$(PY) -m pytest -q tests/grading tests/sample
 
 # The slow tests (worker kills, the chaos test, the agentic worker: mostly waiting out leases
-# and a model) run once, on PostgreSQL; the rest run on both databases.
+# and a model) and the browser tests (they test pages, which no database changes) run once, on
+# PostgreSQL; the rest run on both databases.
 test-sqlite:
-	$(TEST_ENV) GAGAR_DATA_DIR=$(CURDIR)/var/test-sqlite $(PY) -m pytest -q -m "not slow" --ignore=tests/grading \
+	$(TEST_ENV) GAGAR_DATA_DIR=$(CURDIR)/var/test-sqlite $(PY) -m pytest -q -m "not slow and not browser" --ignore=tests/grading \
 		--ignore=tests/sample --ignore=tests/trainers
 
 test-postgres:

@@ -8,6 +8,12 @@ rows into a plain unindexed table in the same database: the floor. Prints
 rows/s for both and their ratio. Then runs the import in child processes on
 files of 1/4 and the full size and prints each one's peak RSS, to show that
 memory stays flat in file size (the import streams).
+
+Then one row per format of `import_rollouts --from`: the same rollouts written as
+SWE-bench predictions + run reports, SWE-agent .traj run folders + reports, OpenHands
+output.jsonl + reports, and verl dumps, each read through its adapter and the validator
+(grading.formats, no database) against the JSONL reader on the same rollouts, in the
+same run: trajectories/s and the ratio (target >= 0.5).
 """
 
 import argparse
@@ -46,6 +52,102 @@ def write_rollouts(path: Path, n: int, group_size: int = 16) -> None:
             if member == 0:
                 record["task"] = {"id": f"task-{group:06d}", "statement": "Fix the bug. " * 20}
             f.write(json.dumps(record) + "\n")
+
+
+def write_formats(folder: Path, n: int, group_size: int = 16) -> dict[str, tuple[str, dict]]:
+    """The rollouts `write_rollouts` makes (the same patches and rewards), in each format
+    of `import_rollouts --from`: format -> (the jsonl it is compared with, batch_import's
+    paths/reports arguments). Runs are trajectories r0..r15; verl groups by its input."""
+    reference = folder / "reference.jsonl"
+    write_rollouts(reference, n, group_size)
+    records = [orjson.loads(line) for line in reference.open("rb")]
+    runs: dict[str, list[dict]] = {}
+    for r in records:
+        runs.setdefault(r["trajectory_id"], []).append(r)
+    inputs: dict[str, dict] = {"swebench": {}, "swe-agent": {}, "openhands": {}}
+    for kind in inputs:
+        inputs[kind] = {"paths": [], "reports": []}
+    for run, rows in runs.items():
+        report = {"resolved_ids": [r["group_id"] for r in rows if r["reward"] >= 1],
+                  "unresolved_ids": [r["group_id"] for r in rows if r["reward"] < 1]}
+        run_dir, traj_dir = folder / run, folder / "trajs" / run  # a SWE-agent run is named by its folder
+        run_dir.mkdir()
+        traj_dir.mkdir(parents=True)
+        (run_dir / "report.json").write_bytes(orjson.dumps(report))
+        with (run_dir / "all_preds.jsonl").open("wb") as f:
+            for r in rows:
+                f.write(orjson.dumps({"instance_id": r["group_id"], "model_name_or_path": run,
+                                      "model_patch": r["patch"]}) + b"\n")
+        with (run_dir / "output.jsonl").open("wb") as f:
+            for r in rows:
+                f.write(orjson.dumps({"instance_id": r["group_id"], "test_result": {"git_patch": r["patch"]},
+                                      "history": [], "metrics": {"accumulated_cost": 0.1}}) + b"\n")
+        for r in rows:
+            (traj_dir / f"{r['group_id']}.traj").write_bytes(orjson.dumps(
+                {"trajectory": [], "info": {"submission": r["patch"], "exit_status": "submitted",
+                                            "model_stats": {"api_calls": r["metrics"]["num_turns"]}}}))
+        for kind, path in (("swebench", run_dir / "all_preds.jsonl"), ("swe-agent", traj_dir),
+                           ("openhands", run_dir / "output.jsonl")):
+            inputs[kind]["paths"].append(str(path))
+            inputs[kind]["reports"].append(str(run_dir / "report.json"))
+    verl = folder / "7.jsonl"
+    with verl.open("wb") as f:
+        for r in records:
+            f.write(orjson.dumps({"input": r["group_id"], "output": r["patch"], "score": r["reward"],
+                                  "step": 7}) + b"\n")
+    inputs["verl"] = {"paths": [str(verl)], "reports": []}
+    return {kind: (str(reference), args) for kind, args in inputs.items()}
+
+
+def time_read(file_format: str, paths: list[str], reports: list[str]) -> tuple[float, int]:
+    """Seconds to read and validate every rollout of these files, and how many."""
+    from grading.formats import ImportNotes, Inputs, read_rollouts_from
+    from grading.jsonl import ErrorLog
+
+    errors = ErrorLog()
+    started = time.perf_counter()
+    count = sum(1 for _ in read_rollouts_from(file_format, Inputs(paths=paths, reports=reports),
+                                              errors=errors, notes=ImportNotes(), pass_threshold=1.0))
+    seconds = time.perf_counter() - started
+    if errors:
+        sys.exit(f"{file_format}: {errors.summary()}")
+    return seconds, count
+
+
+def as_jsonl(file_format: str, args: dict, path: Path) -> str:
+    """The rollouts the adapter reads from these files, written as JSONL: the same rollouts
+    (the same content hashes) through the JSONL path."""
+    from grading.formats import ImportNotes, Inputs, read_rollouts_from
+    from grading.jsonl import ErrorLog
+    from grading.rollouts import content_of
+
+    rollouts = read_rollouts_from(file_format, Inputs(paths=args["paths"], reports=args["reports"]),
+                                  errors=ErrorLog(), notes=ImportNotes(), pass_threshold=1.0)
+    with path.open("wb") as f:
+        for rollout in rollouts:
+            record = {key: value for key, value in content_of(rollout).items() if value is not None}
+            f.write(orjson.dumps(record) + b"\n")
+    return str(path)
+
+
+def format_rows(rows: int, repeat: int) -> None:
+    """Trajectories/s through each format's adapter against the JSONL reader on the same
+    rollouts (written back as JSONL), interleaved."""
+    with tempfile.TemporaryDirectory() as tmp:
+        formats = write_formats(Path(tmp), rows)
+        print(f"formats: {rows:,} trajectories each, read and validated (no database)")
+        for kind, (_, args) in formats.items():
+            reference = as_jsonl(kind, args, Path(tmp) / f"{kind}.jsonl")
+            ratios, rates = [], []
+            for _ in range(repeat):
+                jsonl_s, jsonl_n = time_read("jsonl", [reference], [])
+                kind_s, kind_n = time_read(kind, args["paths"], args["reports"])
+                assert kind_n == jsonl_n == rows, (kind, kind_n, jsonl_n)
+                ratios.append(jsonl_s / kind_s)
+                rates.append((rows / kind_s, rows / jsonl_s))
+            ours, jsonl = statistics.median(r[0] for r in rates), statistics.median(r[1] for r in rates)
+            print(f"  {kind:10} {ours:>9,.0f} trajectories/s, jsonl {jsonl:>9,.0f}/s, ratio "
+                  f"{statistics.median(ratios):.2f} median of {_seconds(ratios)}  (target >= 0.5)")
 
 
 def setup_django(database_url: str) -> None:
@@ -110,7 +212,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--formats-only", action="store_true",
+                        help="only the per-format rows (they need no database)")
     args = parser.parse_args()
+    if args.formats_only:
+        format_rows(args.rows // 10, args.repeat)
+        return
     admin_url = os.environ.get("DATABASE_URL", "")
     if not admin_url.startswith("postgres"):
         sys.exit("set DATABASE_URL=postgres://... (the benchmark creates its own database)")
@@ -144,6 +251,7 @@ def main() -> None:
         print(f"peak RSS: {rss_quarter / 1024:.0f} MiB for {args.rows // 4:,} rows, "
               f"{rss_full / 1024:.0f} MiB for {args.rows:,} rows "
               f"(ratio {rss_full / rss_quarter:.2f} for 4x the file)")
+    format_rows(args.rows // 10, args.repeat)
 
 
 if __name__ == "__main__":

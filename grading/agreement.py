@@ -1,4 +1,6 @@
-"""Agreement between two rankings of the same trajectories, and over many groups.
+"""Agreement between two rankings of the same trajectories, and over many groups;
+agreement among several annotators; calibration of a grader's confidence; position
+bias. docs/audit.md defines each measure.
 
 A ranking is tiers, best first: ``(("b",), ("a", "c"))`` ranks b above a and
 c, which are tied. Measures compare the items both rankings contain.
@@ -9,7 +11,7 @@ c, which are tied. Measures compare the items both rankings contain.
 0.5
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from math import sqrt
@@ -63,6 +65,62 @@ def top1_agreement(*, reference: Tiers, predicted: Tiers) -> bool | None:
     return bool(set(reference[0]) & set(predicted[0]))
 
 
+def top1_share(*, reference: Tiers, predicted: Tiers) -> float | None:
+    """The chance that a pick made uniformly from the prediction's best tier is among the
+    reference's best: a prediction that ties everything gets no more than chance."""
+    if not reference or not predicted:
+        return None
+    return len(set(reference[0]) & set(predicted[0])) / len(predicted[0])
+
+
+def spearman(a: Tiers, b: Tiers) -> float | None:
+    """Spearman's rho over the common items: the Pearson correlation of their ranks, tied
+    items sharing the mean of the ranks they span (as scipy.stats.spearmanr). None when
+    fewer than two common items, or one ranking ties them all."""
+    pa, pb = positions(a), positions(b)
+    common = sorted(pa.keys() & pb.keys())
+    return _pearson(average_ranks([pa[i] for i in common]), average_ranks([pb[i] for i in common]))
+
+
+def average_ranks(values: Sequence[float]) -> np.ndarray:
+    """1-based ranks of `values`, ascending, equal values sharing the mean of their ranks.
+
+    >>> average_ranks([10, 20, 20, 5]).tolist()
+    [2.0, 3.5, 3.5, 1.0]
+    """
+    _, inverse, counts = np.unique(np.asarray(values, dtype=np.float64), return_inverse=True,
+                                   return_counts=True)
+    last = np.cumsum(counts)
+    return (last - (counts - 1) / 2)[inverse]
+
+
+def _pearson(x: np.ndarray, y: np.ndarray) -> float | None:
+    if x.size < 2:
+        return None
+    dx, dy = x - x.mean(), y - y.mean()
+    spread = float(np.sqrt((dx @ dx) * (dy @ dy)))
+    return float(dx @ dy) / spread if spread else None
+
+
+@dataclass(frozen=True)
+class GroupAgreement:
+    """The four measures for one group; each None where undefined (see their functions)."""
+
+    tau: float | None
+    pairwise: float | None
+    top1: bool | None
+    spearman: float | None
+
+
+def group_agreement(reference: Tiers, predicted: Tiers) -> GroupAgreement:
+    return GroupAgreement(
+        tau=kendall_tau(reference, predicted),
+        pairwise=pairwise_accuracy(reference=reference, predicted=predicted),
+        top1=top1_agreement(reference=reference, predicted=predicted),
+        spearman=spearman(reference, predicted),
+    )
+
+
 def bootstrap_interval(
     values: Sequence[float],
     *,
@@ -95,24 +153,38 @@ class AgreementSummary:
     kendall_tau: Estimate
     pairwise_accuracy: Estimate
     top1: Estimate
+    spearman: Estimate
 
 
-def summarise(pairs: Sequence[tuple[Tiers, Tiers]], *, seed: int = 0) -> AgreementSummary:
-    """Mean agreement over (reference, predicted) rankings of many groups, with
-    95% bootstrap intervals over groups. Groups where a measure is undefined are
-    left out of that measure."""
+def summarise(
+    pairs: Sequence[tuple[Tiers, Tiers]], *, seed: int = 0, resamples: int = 2000, confidence: float = 0.95
+) -> AgreementSummary:
+    """Mean agreement over (reference, predicted) rankings of many groups, each with a
+    percentile bootstrap interval that resamples groups (`resamples` draws, seeded). Groups
+    where a measure is undefined are left out of that measure; top-1 counts as 0 or 1."""
+    per_group = [group_agreement(reference, predicted) for reference, predicted in pairs]
 
     def estimate(values: list) -> Estimate:
-        kept = [float(v) for v in values if v is not None]
-        if not kept:
-            return Estimate(None, None, 0)
-        return Estimate(float(np.mean(kept)), bootstrap_interval(kept, seed=seed), len(kept))
+        return mean_estimate(values, seed=seed, resamples=resamples, confidence=confidence)
 
     return AgreementSummary(
-        kendall_tau=estimate([kendall_tau(ref, pred) for ref, pred in pairs]),
-        pairwise_accuracy=estimate([pairwise_accuracy(reference=r, predicted=p) for r, p in pairs]),
-        top1=estimate([top1_agreement(reference=r, predicted=p) for r, p in pairs]),
+        kendall_tau=estimate([g.tau for g in per_group]),
+        pairwise_accuracy=estimate([g.pairwise for g in per_group]),
+        top1=estimate([g.top1 for g in per_group]),
+        spearman=estimate([g.spearman for g in per_group]),
     )
+
+
+def mean_estimate(
+    values: Sequence[float | bool | None], *, seed: int = 0, resamples: int = 2000, confidence: float = 0.95
+) -> Estimate:
+    """Mean of the defined values (one per group) with a percentile bootstrap interval over
+    them; None values are left out and not counted in n."""
+    kept = [float(v) for v in values if v is not None]
+    if not kept:
+        return Estimate(None, None, 0)
+    interval = bootstrap_interval(kept, seed=seed, resamples=resamples, confidence=confidence)
+    return Estimate(float(np.mean(kept)), interval, len(kept))
 
 
 @dataclass(frozen=True)
@@ -137,3 +209,142 @@ def ranking_diff(before: Tiers, after: Tiers) -> list[Move]:
         Move(item, pa[item] + 1 if item in pa else None, pb[item] + 1 if item in pb else None)
         for item in order
     ]
+
+
+# --- agreement among several annotators (k-way overlap) ----------------------------
+
+
+def kendalls_w(rankings: Sequence[Tiers]) -> float | None:
+    """Kendall's coefficient of concordance W over the items every ranking contains,
+    with the correction for ties: 12 S / (m^2 (n^3 - n) - m sum_t (t^3 - t)), where S is
+    the squared spread of the items' rank sums and t runs over each ranking's tie sizes.
+    1 is perfect concordance, 0 none. None when fewer than two rankings or common items,
+    or every ranking ties them all."""
+    m = len(rankings)
+    ranked = [positions(tiers) for tiers in rankings]
+    common = sorted(set.intersection(*(set(p) for p in ranked))) if m else []
+    n = len(common)
+    if m < 2 or n < 2:
+        return None
+    ranks = np.array([average_ranks([p[item] for item in common]) for p in ranked])  # (m, n)
+    spread = float(((ranks.sum(axis=0) - m * (n + 1) / 2) ** 2).sum())
+    ties = sum(float((counts**3 - counts).sum()) for counts in
+               (np.unique(row, return_counts=True)[1] for row in ranks))
+    denominator = m**2 * (n**3 - n) - m * ties
+    return 12 * spread / denominator if denominator else None
+
+
+def mean_pairwise_tau(rankings: Sequence[Tiers]) -> float | None:
+    """Mean Kendall tau-b over every two rankings; pairs where tau is undefined are left out."""
+    taus = [tau for a, b in combinations(rankings, 2) if (tau := kendall_tau(a, b)) is not None]
+    return sum(taus) / len(taus) if taus else None
+
+
+def krippendorff_alpha_ordinal(groups: Sequence[Mapping[str, Tiers]]) -> float | None:
+    """Krippendorff's alpha with the ordinal metric, over many groups.
+
+    Each group maps a rater to their tiers for it. Each item of a group is a unit; its
+    value from a rater is its average rank in that rater's tiers (as `average_ranks`), so
+    rankings that tie differently stay comparable. An item a rater did not rank is a
+    missing value. None when no item has two values or all values are equal.
+    """
+    units = []
+    for by_rater in groups:
+        values: dict[str, list[float]] = {}
+        for tiers in by_rater.values():
+            found = positions(tiers)
+            items = sorted(found)
+            for item, rank in zip(items, average_ranks([found[i] for i in items]), strict=True):
+                values.setdefault(item, []).append(float(rank))
+        units += [unit for unit in values.values() if len(unit) > 1]
+    if not units:
+        return None
+    domain = np.unique(np.concatenate(units))
+    coincidences = np.zeros((domain.size, domain.size))  # o_ck: pairs of values within units
+    for unit in units:
+        counts = np.bincount(np.searchsorted(domain, unit), minlength=domain.size).astype(np.float64)
+        coincidences += (np.outer(counts, counts) - np.diag(counts)) / (len(unit) - 1)
+    marginals = coincidences.sum(axis=1)
+    total = marginals.sum()
+    # ordinal distance: (sum of n_g for g from c to k, minus half of n_c and n_k) squared
+    cumulative = np.cumsum(marginals)
+    low, high = np.minimum.outer(np.arange(domain.size), np.arange(domain.size)), np.maximum.outer(
+        np.arange(domain.size), np.arange(domain.size))
+    distance = (cumulative[high] - cumulative[low] + marginals[low]
+                - (marginals[:, None] + marginals[None, :]) / 2) ** 2
+    expected = float((np.outer(marginals, marginals) * distance).sum())
+    if not expected:
+        return None
+    return 1 - (total - 1) * float((coincidences * distance).sum()) / expected
+
+
+# --- calibration of a grader's confidence against human verdicts --------------------
+
+
+@dataclass(frozen=True)
+class Bin:
+    low: float
+    high: float  # exclusive, but for the last bin, which holds 1.0
+    n: int
+    mean_confidence: float | None  # None when the bin is empty
+    accuracy: float | None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    rows: list[Bin]
+    ece: float | None  # None without data
+
+
+def calibration(confidences: Sequence[float], correct: Sequence[bool], bins: int = 10) -> Calibration:
+    """Reliability table over `bins` equal-width confidence bins on [0, 1], and the
+    expected calibration error: the mean over all judgements of |accuracy - mean
+    confidence| of their bin, i.e. sum_b (n_b / N) |acc_b - conf_b|."""
+    if len(confidences) != len(correct):
+        raise ValueError(f"{len(confidences)} confidences but {len(correct)} verdicts")
+    if bins < 1:
+        raise ValueError(f"bins must be at least 1, got {bins}")
+    conf = np.asarray(confidences, dtype=np.float64)
+    if not np.all((conf >= 0) & (conf <= 1)):
+        raise ValueError(f"confidences must lie in [0, 1], got {conf[~((conf >= 0) & (conf <= 1))][0]}")
+    hits = np.asarray(correct, dtype=np.float64)
+    edges = [i / bins for i in range(bins + 1)]
+    index = np.minimum(np.searchsorted(edges, conf, side="right") - 1, bins - 1)
+    rows = []
+    for b in range(bins):
+        inside = index == b
+        n = int(inside.sum())
+        rows.append(Bin(edges[b], edges[b + 1], n, float(conf[inside].mean()) if n else None,
+                        float(hits[inside].mean()) if n else None))
+    ece = sum(r.n * abs(r.accuracy - r.mean_confidence) for r in rows if r.n) / conf.size if conf.size else None
+    return Calibration(rows, ece)
+
+
+# --- position bias -----------------------------------------------------------------
+
+
+def rank_correlation_with(
+    ranks: Sequence[float],
+    values: Sequence[float],
+    groups: Sequence[str],
+    *,
+    seed: int = 0,
+    resamples: int = 2000,
+    confidence: float = 0.95,
+) -> Estimate:
+    """Per group, the Spearman correlation between the grader's rank of each trajectory
+    (1 = best) and a covariate (the order it was shown in, patch length, turn count),
+    averaged over groups with a bootstrap interval over groups. The three sequences are
+    parallel, one entry per trajectory. Positive: larger values sit lower in the ranking.
+    Groups where it is undefined (one trajectory, or a constant side) are left out."""
+    if not len(ranks) == len(values) == len(groups):
+        raise ValueError(f"ranks, values and groups differ in length: {len(ranks)}, {len(values)}, {len(groups)}")
+    if not np.all(np.isfinite(np.asarray([*ranks, *values], dtype=np.float64))):
+        raise ValueError("ranks and values must be finite numbers")
+    by_group: dict[str, tuple[list[float], list[float]]] = {}
+    for rank, value, group in zip(ranks, values, groups, strict=True):
+        pair = by_group.setdefault(group, ([], []))
+        pair[0].append(rank)
+        pair[1].append(value)
+    per_group = [_pearson(average_ranks(r), average_ranks(v)) for r, v in by_group.values()]
+    return mean_estimate(per_group, seed=seed, resamples=resamples, confidence=confidence)

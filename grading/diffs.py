@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import codecs
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from functools import cached_property
 
@@ -283,12 +283,12 @@ class EquivalenceClass:
     members: tuple[str, ...]
 
 
-def _change_key(text: str) -> object:
+def change_key(parsed: ParsedPatch, text: str) -> object:
     """What two patches must share to count as the same change up to whitespace:
     per file, its changed lines whitespace-normalised, with context, index
     lines, hunk positions, blank lines and whitespace-only hunks left out.
-    Unparseable or binary patches only match byte for byte."""
-    parsed = parse_patch(text)
+    Unparseable or binary patches only match byte for byte. `parsed` is
+    ``parse_patch(text)``, passed in by callers that have it already."""
     if parsed.error is not None or BINARY in parsed.markers:
         return ("raw", text)
     key = []
@@ -300,7 +300,7 @@ def _change_key(text: str) -> object:
         )
         if changes or f.status != MODIFIED:
             key.append((f.path, f.old_path, f.status, changes))
-    return ("changes", tuple(sorted(key)))
+    return ("changes", tuple(sorted(key, key=repr)))  # repr: an old_path may be None beside a str
 
 
 def equivalence_classes(patches: Mapping[str, str]) -> list[EquivalenceClass]:
@@ -311,15 +311,23 @@ def equivalence_classes(patches: Mapping[str, str]) -> list[EquivalenceClass]:
     order; the representative is the first member.
     """
     keys: dict[str, object] = {}
-    groups: dict[object, list[str]] = {}
-    for tid, text in patches.items():
+    for text in patches.values():
         if text not in keys:
-            keys[text] = _change_key(text)
-        groups.setdefault(keys[text], []).append(tid)
+            keys[text] = change_key(parse_patch(text), text)
+    return classes_by_key({tid: (text, keys[text]) for tid, text in patches.items()})
+
+
+def classes_by_key(keyed: Mapping[str, tuple[Hashable, Hashable]]) -> list[EquivalenceClass]:
+    """``equivalence_classes`` from each id's (patch identity, change key) where the
+    keys were computed before (and stored): ids sharing a change key form a class,
+    "identical" when they share the patch identity too (its text or a digest of it)."""
+    groups: dict[Hashable, list[str]] = {}
+    for tid, (_, key) in keyed.items():
+        groups.setdefault(key, []).append(tid)
     classes = []
     for members in groups.values():
         if len(members) > 1:
-            kind = IDENTICAL if len({patches[m] for m in members}) == 1 else WHITESPACE
+            kind = IDENTICAL if len({keyed[m][0] for m in members}) == 1 else WHITESPACE
             classes.append(EquivalenceClass(kind, members[0], tuple(members)))
     return classes
 

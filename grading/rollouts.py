@@ -61,7 +61,7 @@ class Rollout:
     metrics: dict
     meta: dict
     source: str
-    line: int
+    line: int | None  # None for a record read from a whole JSON file
     content_hash: str
 
 
@@ -135,7 +135,33 @@ def load_rollouts(paths: Iterable[str | Path], *, pass_threshold: float = 1.0) -
 
 
 def _read(paths, errors: ErrorLog, pass_threshold: float, limit: int) -> Iterator[Rollout]:
+    return validate_records(jsonl_records(paths, errors, limit), errors=errors,
+                            pass_threshold=pass_threshold)
+
+
+def validate_records(records: Iterable[tuple[str, int | None, dict, bool]], *, errors: ErrorLog,
+                     pass_threshold: float) -> Iterator[Rollout]:
+    """Yield the valid rollouts of ``records``, ``(source, line, record, suspicious)`` each:
+    what the JSON Lines reader reads, or what a format adapter (``grading.formats``) makes
+    of another format. Problems go to ``errors``, named by source and line."""
     batch = _Batch(errors, pass_threshold)
+    for source, line, record, suspicious in records:
+        rollout = batch.validate(record, source, line, suspicious)
+        if rollout is not None:
+            yield rollout
+
+
+def jsonl_records(paths, errors: ErrorLog, limit: int = MAX_LINE_BYTES):
+    """``(source, line, record, suspicious)`` for each parsed line of ``paths``, each file
+    read once however it is spelled."""
+    for path, source in distinct_files(paths, errors):
+        for line, record, suspicious in read_json_lines(Path(path), source, errors, limit):
+            yield source, line, record, suspicious
+
+
+def distinct_files(paths, errors: ErrorLog) -> Iterator[tuple[str | Path, str]]:
+    """``(path, source)`` for each of ``paths`` not given before under another spelling
+    (``./f``, a link); a repeat is an error, not read again."""
     given: dict[tuple[int, int], str] = {}  # (device, inode) -> how it was first named
     for path in paths:
         source = str(path)
@@ -146,10 +172,7 @@ def _read(paths, errors: ErrorLog, pass_threshold: float, limit: int) -> Iterato
             continue
         if identity is not None:
             given[identity] = source
-        for line, record, suspicious in read_json_lines(Path(path), source, errors, limit):
-            rollout = batch.validate(record, source, line, suspicious)
-            if rollout is not None:
-                yield rollout
+        yield path, source
 
 
 def _file_identity(path: str | Path) -> tuple[int, int] | None:
@@ -171,10 +194,10 @@ class _Batch:
     def __init__(self, errors: ErrorLog, pass_threshold: float) -> None:
         self.errors = errors
         self.pass_threshold = pass_threshold
-        self.first_seen: dict[tuple[str, str], tuple[str, int]] = {}
-        self.tasks: dict[str, tuple[str, str, int]] = {}  # group_id -> digest, source, line
+        self.first_seen: dict[tuple[str, str], tuple[str, int | None]] = {}
+        self.tasks: dict[str, tuple[str, str, int | None]] = {}  # group_id -> digest, source, line
 
-    def validate(self, record: dict, source: str, line: int, suspicious: bool) -> Rollout | None:
+    def validate(self, record: dict, source: str, line: int | None, suspicious: bool) -> Rollout | None:
         check = _Check(record, self.pass_threshold)
         try:
             rollout = check.rollout(source, line)
@@ -188,7 +211,7 @@ class _Batch:
             self.errors.add(source, line, field, reason)
         return None if check.problems else rollout
 
-    def _cross_check(self, check: _Check, source: str, line: int) -> None:
+    def _cross_check(self, check: _Check, source: str, line: int | None) -> None:
         group_id, trajectory_id = check.group_id, check.trajectory_id
         if group_id is None:
             return
@@ -197,16 +220,19 @@ class _Batch:
             if first != (source, line):
                 check.bad(
                     "trajectory_id",
-                    f"{trajectory_id!r} of group {group_id!r} already appeared at "
-                    f"{first[0]}:{first[1]}",
+                    f"{trajectory_id!r} of group {group_id!r} already appeared at {_where(*first)}",
                 )
         if check.task_digest is not None:
             digest, *first = self.tasks.setdefault(group_id, (check.task_digest, source, line))
             if digest != check.task_digest:
                 check.bad(
                     "task",
-                    f"differs from the task of group {group_id!r} given at {first[0]}:{first[1]}",
+                    f"differs from the task of group {group_id!r} given at {_where(*first)}",
                 )
+
+
+def _where(source: str, line: int | None) -> str:
+    return source if line is None else f"{source}:{line}"
 
 
 class _Check:
@@ -224,7 +250,7 @@ class _Check:
     def bad(self, field: str, reason: str) -> None:
         self.problems.append((field, reason))
 
-    def rollout(self, source: str, line: int) -> Rollout | None:
+    def rollout(self, source: str, line: int | None) -> Rollout | None:
         record = self.record
         self.group_id = self.identifier(record, "group_id", "group_id", required=True)
         self.trajectory_id = self.identifier(

@@ -10,7 +10,7 @@ holds).
 Blind review and k-way overlap hide the grader's verdict and other people's
 rankings from an annotator until they rank the group themselves. That rule
 lives here, in `visible_ranking`, and every page, fragment and download that
-shows a group's ranking asks it.
+shows a group's ranking asks it; listings of many groups ask `listing_hidden`.
 
 A human ranking may override test verdicts (`FinalRanking.verdicts`): it then
 ranks the trajectories that pass after the correction, and the group's
@@ -186,14 +186,27 @@ class VisibleRanking:
         return not self.hide_others or annotation.user_id == user.pk
 
 
+def _hidden(user, policy: AnnotationPolicy, ranked: bool) -> tuple[bool, bool]:
+    """(hide the grader, hide other people's rankings) from `user` under `policy`."""
+    blind_to = not ranked and has_role(user, ANNOTATOR) and not has_role(user, RESEARCHER)
+    return blind_to and policy.blind, blind_to and policy.independent
+
+
+def listing_hidden(user, batch) -> tuple[bool, bool]:
+    """(hide the grader, hide other people's rankings) from `user` on a listing of `batch`'s
+    groups. A listing filters and sorts across groups, so the rule holds for all of them
+    alike, as for groups `user` has not ranked: ordering or filtering by a value shown only
+    on the groups they ranked would still tell the others' values apart."""
+    return _hidden(user, AnnotationPolicy.of(batch), ranked=False)
+
+
 def visible_ranking(user, group: Group, *, ranked: bool | None = None) -> VisibleRanking:
     """The rankings of `group` as `user` may see them. `ranked`: whether `user` has saved a
     ranking of `group` (the group page's query already knows); looked up when None."""
     policy = AnnotationPolicy.of(group.batch)
     if ranked is None:
         ranked = Annotation.objects.filter(group=group, user=user, kind=Annotation.Kind.RANKING).exists()
-    blind_to = not ranked and has_role(user, ANNOTATOR) and not has_role(user, RESEARCHER)
-    hide_grader, hide_others = blind_to and policy.blind, blind_to and policy.independent
+    hide_grader, hide_others = _hidden(user, policy, ranked)
     grader = grader_rankings([group.pk]).get(group.pk)
     heads = chain_heads([group.pk], user=user)
     final_head = next((h for h in heads if not h.independent), None)

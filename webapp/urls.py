@@ -8,6 +8,8 @@ urlpatterns = [
     path("", include("webapp.grading.urls")),
     path("", include("webapp.annotation.urls")),
     path("", include("webapp.exports.urls")),
+    path("", include("webapp.search.urls")),
+    path("", include("webapp.audit.urls")),
     path("api/", include("webapp.api.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

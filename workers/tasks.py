@@ -5,7 +5,9 @@ from django.db import InterfaceError, OperationalError
 from webapp.exports.services import export_build, exports_sweep
 from webapp.grading.services import gradings_sweep
 from webapp.grading.worker import gradings_process
-from webapp.jobs import EXPORT_TASK, GRADE_TASK, SWEEP_TASK, app
+from webapp.jobs import EXPORT_TASK, GRADE_TASK, RENDER_TASK, SEARCH_INDEX_TASK, SWEEP_TASK, app
+from webapp.review.renders import batch_render, renders_sweep
+from webapp.search.services import batch_index, index_sweep
 
 # A lost database connection is weather: the task runs again, backing off, on a new one.
 RETRY_ON_DATABASE_ERRORS = dict(
@@ -29,7 +31,21 @@ def export(*, export_id: int) -> None:
     export_build(export_id)
 
 
+@app.task(name=RENDER_TASK, **RETRY_ON_DATABASE_ERRORS)
+def render(*, batch_id: int) -> None:
+    """Render the batch's patches for the group page, those not stored yet."""
+    batch_render(batch_id)
+
+
+@app.task(name=SEARCH_INDEX_TASK, **RETRY_ON_DATABASE_ERRORS)
+def search_index(*, batch_id: int) -> None:
+    """Index the batch's trajectories for search, those not indexed yet."""
+    batch_index(batch_id)
+
+
 @app.task(name=SWEEP_TASK)
 def sweep() -> None:
     gradings_sweep()
     exports_sweep()
+    renders_sweep()
+    index_sweep()

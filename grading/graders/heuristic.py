@@ -6,7 +6,15 @@ costs ``weight * (1 + log2(count) / 4)``: the first one costs the weight, more
 of the same cost a little more. Size, turns and tokens cost ``weight *
 log2(ratio)`` against the group's leanest. Lower is better; ``score =
 -penalty`` feeds the ``scores`` schedule. Trajectories whose penalties lie
-within ``TIE_TOLERANCE`` of the first of their tier share it. The rationale
+within ``TIE_TOLERANCE`` of the first of their tier share it, and their rationales
+say why (the same change, or equal evidence). ``confidence`` maps the
+smallest penalty gap between adjacent tiers, the ranking's least certain step,
+to [0, 1) as ``1 - exp(-gap)``. Consensus: among independent candidates the one
+that agrees with the others is most often right (Agentless' majority vote,
+CodeMonkeys' selection), so the share of a fix's added lines that the other
+*distinct* passing changes do not write costs ``WEIGHTS["consensus"]``. Identical
+changes count once: repeated runs of one agent often make the same change, and
+counting each would let one agent outvote the rest. The rationale
 lists the features that cost the most, with the files behind them, so a
 reader can check every step; ``explain`` gives every term of every
 penalty, recomputed from the same inputs (the grading's page shows it: the
@@ -32,6 +40,8 @@ from grading.diffs import (
     WHITESPACE_ONLY,
     FileDiff,
     ParsedPatch,
+    change_key,
+    equivalence_classes,
     parse_patch,
     unique_files,
 )
@@ -42,6 +52,7 @@ WEIGHTS: Mapping[str, float] = {
     "size": 0.75,            # per doubling of the fix's lines over the leanest passing fix
     "files": 0.25,           # per file beyond the fewest any passing trajectory changed
     "unneeded_files": 1.25,  # source files no other passing trajectory needed
+    "consensus": 0.75,       # x the share of the fix's added lines other distinct passing fixes lack (mean)
     "special_cases": 8.0,    # conditions on the task example's own values: passes without a fix
     "test_edits": 4.0,       # existing tests changed (adding tests is fine)
     "test_removals": 4.0,    # tests deleted or disabled
@@ -90,6 +101,12 @@ class Features:
     tokens: int | None
     unreadable: bool
     unneeded_files: list[str] = field(default_factory=list)
+    # the code lines the fix adds outside tests and stray files, whitespace removed
+    added_lines: frozenset[str] = frozenset()
+    # filled in per group: how many other distinct passing changes there are, and the
+    # mean share of `added_lines` each of them lacks
+    other_changes: int = 0
+    unshared_added: float = 0.0
 
 
 def patch_features(parsed: ParsedPatch, metrics: Mapping, statement: str = "") -> Features:
@@ -99,6 +116,7 @@ def patch_features(parsed: ParsedPatch, metrics: Mapping, statement: str = "") -
     test_edits, test_removals, stray, debug_files, commented_files, ws_files = [], [], [], [], [], []
     debug_lines = commented_lines = whitespace_hunks = 0
     example = set(_literals(statement))
+    added_lines: set[str] = set()
     for f in parsed.files:
         stray_file = STRAY_FILE in f.markers
         if stray_file:
@@ -121,6 +139,7 @@ def patch_features(parsed: ParsedPatch, metrics: Mapping, statement: str = "") -
             commented_lines += commented
             commented_files.append(f.path)
         if not f.is_test and not stray_file:
+            added_lines |= _added_lines(f)
             fix_lines += sum(h.added + h.removed - len(h.line_markers)
                              for h in f.hunks if WHITESPACE_ONLY not in h.markers) - kept
             special += _special_cases(f, example)
@@ -140,7 +159,22 @@ def patch_features(parsed: ParsedPatch, metrics: Mapping, statement: str = "") -
         turns=_count(metrics.get("num_turns")),
         tokens=_count(metrics.get("output_tokens")),
         unreadable=parsed.error is not None and not parsed.files,
+        added_lines=frozenset(added_lines),
     )
+
+
+def _added_lines(f: FileDiff) -> set[str]:
+    """The code lines `f` adds, all whitespace removed (``f(a, b)`` and ``f(a,b)`` are the
+    same line), less whitespace-only hunks, blank lines and lines with a marker of their
+    own (debug output, commented-out code)."""
+    out = set()
+    for h in f.hunks:
+        if WHITESPACE_ONLY in h.markers:
+            continue
+        marked = {i for i, _ in h.line_markers}
+        out |= {"".join(text.split()) for i, (kind, text) in enumerate(h.lines)
+                if kind == "+" and i not in marked and text.strip()}
+    return out
 
 
 def _literals(text: str) -> list[str]:
@@ -250,6 +284,12 @@ def penalty_terms(f: Features, *, leanest: int, fewest_files: int, fewest_turns:
             f"changes files no other passing fix needed ({_names(f.unneeded_files)})", "out_of_scope_changes")
     counted("whitespace", (), f"{f.whitespace_hunks} whitespace-only hunk(s) ({_names(f.whitespace_files)})",
             "out_of_scope_changes", n=f.whitespace_hunks)
+    if f.unshared_added:
+        others = ("the other distinct passing fix" if f.other_changes == 1
+                  else f"the {f.other_changes} other distinct passing fixes")
+        terms.append(Term("consensus", w["consensus"] * f.unshared_added,
+                          f"{f.unshared_added:.0%} of its {len(f.added_lines)} added line(s) not in {others}"
+                          + (" (mean)" if f.other_changes > 1 else "")))
     size = _log_ratio(f.fix_lines, leanest)
     if size > 0:
         ratio = max(f.fix_lines, 1) / max(leanest, 1)
@@ -307,14 +347,18 @@ class HeuristicGrader(Grader):
         started = time.perf_counter()
         features, terms, penalties = self._assess(group)
         tiers = tiers_from_penalties(penalties)
+        same_change = {tid: cls.members for cls in equivalence_classes({t.trajectory_id: t.patch
+                                                                         for t in group.passing})
+                       for tid in cls.members}
         flags = {tid: tuple(sorted({flag for t in ts for flag in t.flags})) for tid, ts in terms.items()}
         return Grade(
             tiers=tiers,
-            rationales=self._rationales(tiers, features, terms, penalties),
+            rationales=self._rationales(tiers, features, terms, penalties, same_change),
             grader=self.name,
             version=self.version,
             flags={tid: names for tid, names in flags.items() if names},
             scores={tid: -p for tid, p in penalties.items()},
+            confidence=confidence(tiers, penalties),
             latency_s=time.perf_counter() - started,
         )
 
@@ -334,6 +378,8 @@ class HeuristicGrader(Grader):
                 f = features[tid]
                 f.unneeded_files = sorted(p for p in paths if p not in f.stray_files
                                           and not parsed[tid].file(p).is_test)
+            _consensus(features, {t.trajectory_id: change_key(parsed[t.trajectory_id], t.patch)
+                                  for t in passing})
         terms = self._terms(features)
         penalties = {tid: round(sum(t.points for t in ts), 4) for tid, ts in terms.items()}
         return features, terms, penalties
@@ -354,14 +400,14 @@ class HeuristicGrader(Grader):
         return {tid: penalty_terms(f, **least) for tid, f in features.items()}
 
     @staticmethod
-    def _rationales(tiers, features, terms, penalties) -> dict[str, str]:
+    def _rationales(tiers, features, terms, penalties, same_change) -> dict[str, str]:
         out = {}
         n = sum(len(tier) for tier in tiers)
         position = 1
         for tier in tiers:
-            tied = f", tied with {len(tier) - 1} other(s)" if len(tier) > 1 else ""
             for tid in tier:
                 f = features[tid]
+                tied = f", {_tie_reason(tid, tier, same_change)}" if len(tier) > 1 else ""
                 head = (f"rank {position} of {n}{tied}, penalty {penalties[tid]:.2f}" if n > 1
                         else "the only passing trajectory")
                 decisive = [t.text for t in terms[tid] if t.points >= 0.05]
@@ -372,3 +418,48 @@ class HeuristicGrader(Grader):
                                 "no integrity markers")
             position += len(tier)
         return out
+
+
+def _consensus(features: Mapping[str, Features], keys: Mapping[str, object]) -> None:
+    """Fill in `other_changes` and `unshared_added`: per fix, over the other distinct
+    changes that add code (one per change key, so repeats of one change count once; a
+    change that only deletes, or does not parse, offers nothing to agree with), the mean
+    share of its added lines each of them does not add."""
+    distinct = {}
+    for tid, key in keys.items():
+        if features[tid].added_lines:
+            distinct.setdefault(key, features[tid].added_lines)
+    for tid, f in features.items():
+        others = [lines for key, lines in distinct.items() if key != keys[tid]]
+        f.other_changes = len(others)
+        if others and f.added_lines:
+            f.unshared_added = sum(len(f.added_lines - lines) for lines in others) / (
+                len(others) * len(f.added_lines))
+
+
+def _tie_reason(tid: str, tier: Sequence[str], same_change: Mapping[str, Sequence[str]]) -> str:
+    """Why `tid` shares its tier: the same change as some of the others, or evidence too
+    close to separate them."""
+    others = [other for other in tier if other != tid]
+    same = [other for other in others if other in same_change.get(tid, ())]
+    if len(same) == len(others):
+        return f"tied with {_names(others)}: the same change"
+    if same:
+        return (f"tied with {_names(others)}: the same change as {_names(same)}, "
+                f"penalties within {TIE_TOLERANCE} of the rest")
+    return f"tied with {_names(others)}: penalties within {TIE_TOLERANCE}, equal evidence"
+
+
+def confidence(tiers: Sequence[Sequence[str]], penalties: Mapping[str, float]) -> float:
+    """How sure the ranking is, in [0, 1): ``1 - exp(-gap)`` of the smallest penalty gap
+    between adjacent tiers (0 when every trajectory is tied, 1 with nothing to rank).
+
+    >>> round(confidence([["a"], ["b"]], {"a": 0.0, "b": 1.0}), 2)
+    0.63
+    """
+    if sum(len(tier) for tier in tiers) < 2:
+        return 1.0
+    if len(tiers) < 2:
+        return 0.0
+    gap = min(penalties[lower[0]] - penalties[upper[-1]] for upper, lower in zip(tiers, tiers[1:], strict=False))
+    return 1 - math.exp(-gap)

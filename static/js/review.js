@@ -28,8 +28,21 @@
     button.setAttribute("aria-pressed", hidden ? "true" : "false");
     button.href = withFailing(window.location.href, !hidden);
     history.replaceState(history.state, "", withFailing(window.location.href, hidden));
-    document.querySelectorAll('a[rel="next"], a[rel="prev"]').forEach(function (a) {
+    // every link and form that carries the page's layout keeps "hide failing" in step
+    document.querySelectorAll('a[rel="next"], a[rel="prev"], a[data-layout]').forEach(function (a) {
       a.href = withFailing(a.href, hidden);
+    });
+    document.querySelectorAll("form[data-layout]").forEach(function (form) {
+      var input = form.querySelector('input[name="failing"]');
+      if (hidden && !input) {
+        input = document.createElement("input");
+        input.type = "hidden";
+        input.name = "failing";
+        input.value = "hide";
+        form.appendChild(input);
+      } else if (!hidden && input) {
+        input.remove();
+      }
     });
   }
 
@@ -38,6 +51,33 @@
     if (!form) { return; }
     if (form.requestSubmit) { form.requestSubmit(); } else { form.submit(); }
   }
+
+  // A search hit links to the group page at a hunk (#hunk-<trajectory>-<file>-<n>) or at a
+  // transcript turn (#turn-<trajectory>-<n>): open it, loading the transcript from that turn
+  // first; a hunk the page left out (past its line budget, or in a "same as" column) shows its column.
+  function showHit(loaded) {
+    var id = window.location.hash.slice(1);  // our ids are ASCII: nothing to decode
+    var found = /^(turn|hunk)-(\d+)-/.exec(id);
+    if (!found) { return; }
+    var target = document.getElementById(id);
+    if (!target && found[1] === "turn" && !loaded) {
+      var panel = document.getElementById("transcript");
+      var link = document.querySelector('#transcripts a[href$="/trajectories/' + found[2] + '/transcript/"]');
+      if (panel && link && window.htmx) {
+        var start = id.split("-")[2];
+        htmx.ajax("GET", link.getAttribute("href") + "?start=" + start, {target: panel, swap: "innerHTML"})
+          .then(function () { showHit(true); });
+        return;
+      }
+    }
+    target = target || document.getElementById("t-" + found[2]);
+    if (!target) { return; }
+    if (target.tagName === "DETAILS") { target.open = true; }
+    target.classList.add("hit-target");
+    target.scrollIntoView({block: "center"});
+  }
+  showHit(false);
+  window.addEventListener("hashchange", function () { showHit(false); });
 
   document.addEventListener("keydown", function (event) {
     if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey || isTyping(event)) { return; }

@@ -16,6 +16,14 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-quic", "--no-first-run", "--disable-sync"]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "browser"
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(items):
+    """Every test in this folder is a browser test, marked so whether its module says so or not."""
+    for item in items:
+        if HERE in Path(item.path).parents:
+            item.add_marker(pytest.mark.browser)
 
 
 @pytest.fixture(scope="session")

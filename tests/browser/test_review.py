@@ -2,6 +2,8 @@
 filter, open a group, hide failing, open a transcript, an interdiff, and move
 between groups with the keyboard."""
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -31,8 +33,7 @@ def test_a_reviewer_compares_a_group(page, live_server, batch):
 
     page.select_option("#id_label", "mixed")  # htmx swaps the table and pushes the URL
     expect(page.locator(".groups-table tbody tr")).to_have_count(3)
-    expect(page).to_have_url(f"{live_server.url}/batches/{batch.pk}/?q=&label=mixed&pass_min=&pass_max="
-                             + ("&graded=" if page.locator("#id_graded").count() else "") + "&review=&sort=group")
+    expect(page).to_have_url(re.compile(rf"^{re.escape(live_server.url)}/batches/{batch.pk}/\?(.*&)?label=mixed(&|$)"))
     page.fill("#id_q", "task-2")
     expect(page.locator(".groups-table tbody tr")).to_have_count(1)
     page.fill("#id_q", "")

@@ -264,3 +264,81 @@ def test_it_explains_every_term_of_every_penalty_best_first():
     assert "debug_output" in [t["feature"] for t in by_id["t2"]["terms"]]
     assert "stray_files" in [t["feature"] for t in by_id["t3"]["terms"]]
     assert grade.transcript == ()  # nothing for the worker to write
+
+
+def hunk(path, function, removed, added):
+    """A one-hunk diff of `path` whose header names `function`, as git writes it."""
+    return (f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+            f"@@ -10,{len(removed)} +10,{len(added)} @@ def {function}(x):\n"
+            + "".join(f"-{r}\n" for r in removed) + "".join(f"+{a}\n" for a in added))
+
+
+def test_consensus_ranks_the_fix_that_agrees_with_the_others_first():
+    # two different changes (other removed lines) that add the same line, spaced differently
+    agreeing = hunk("pkg/mod.py", "parse", ["    return x"], ["    return x.strip(',')"])
+    also = hunk("pkg/mod.py", "parse", ["    return x  # raw"], ["    return x.strip( ',' )"])
+    alone = hunk("pkg/mod.py", "parse", ["    return x"], ["    return x.upper()"])
+    grade = rank(alone, agreeing, also)
+    assert grade.tiers == (("t2", "t3"), ("t1",))
+    steps = {s["trajectory"]: s for s in HeuristicGrader().explain(view(alone, agreeing, also))}
+    term = next(t for t in steps["t1"]["terms"] if t["feature"] == "consensus")
+    assert term["text"] == "100% of its 1 added line(s) not in the 2 other distinct passing fixes (mean)"
+    assert term["points"] == pytest.approx(WEIGHTS["consensus"])
+    assert term["text"] in grade.rationales["t1"]
+    assert [t["points"] for t in steps["t2"]["terms"] if t["feature"] == "consensus"] == [
+        pytest.approx(WEIGHTS["consensus"] / 2)]
+
+
+def test_consensus_counts_a_repeated_change_once():
+    # three runs of one change outvote nothing: against the lone other fix it is 1 to 1
+    repeated = hunk("pkg/mod.py", "parse", ["    return x"], ["    return x.upper()"])
+    lone = hunk("pkg/mod.py", "parse", ["    return x"], ["    return x.strip()"])
+    steps = {s["trajectory"]: s for s in HeuristicGrader().explain(view(repeated, repeated, repeated, lone))}
+    consensus = {tid: [t["points"] for t in s["terms"] if t["feature"] == "consensus"] for tid, s in steps.items()}
+    assert consensus == {tid: [pytest.approx(WEIGHTS["consensus"])] for tid in ("t1", "t2", "t3", "t4")}
+    assert "the other distinct passing fix" in steps["t4"]["terms"][0]["text"]
+
+
+def test_a_change_that_adds_nothing_casts_no_consensus_vote():
+    deletion = hunk("pkg/mod.py", "parse", ["    x = x.strip()"], [])
+    steps = {s["trajectory"]: s for s in HeuristicGrader().explain(view(FIX, deletion))}
+    assert all(t["feature"] != "consensus" for s in steps.values() for t in s["terms"])
+
+
+def test_it_never_reads_the_reference_fix(tmp_path):
+    from grading.evaluation import reference_groups
+    from grading.rollouts import load_rollouts
+    from tests.factories import group, write_jsonl
+
+    records = group("g", [1.0, 1.0, 0.0])
+    records[1]["patch"] = FIX + diff("pkg/other.py", ["a"], ["b"])
+    with_ref = [dict(r) for r in records]
+    with_ref[0] = {**records[0], "task": {**records[0]["task"], "reference_patch": FIX}}
+    without = load_rollouts([write_jsonl(tmp_path / "without.jsonl", records)])
+    (measured,) = reference_groups(load_rollouts([write_jsonl(tmp_path / "with.jsonl", with_ref)]))
+    assert measured.reference_patch == FIX
+    plain = GroupView(group_id="g", statement=without[0].task.statement, repo=without[0].task.repo,
+                      trajectories=tuple(TrajectoryView(r.trajectory_id, r.passed, r.reward, r.patch,
+                                                        metrics=r.metrics) for r in without))
+    a, b = HeuristicGrader().rank(plain), HeuristicGrader().rank(measured.view)
+    assert (a.tiers, a.rationales, a.scores) == (b.tiers, b.rationales, b.scores)
+
+
+def test_ties_name_their_reason():
+    same = rank(FIX, FIX, diff("pkg/mod.py", ["    return x"], ["    return x + 1", "    print(x)"]))
+    assert same.tiers[0] == ("t1", "t2")
+    assert "tied with t2: the same change" in same.rationales["t1"]
+    near = rank(FIX, diff("pkg/mod.py", ["    return x"], ["    return x + 2"]))
+    assert len(near.tiers) == 1
+    assert "penalties within 0.1, equal evidence" in near.rationales["t1"]
+
+
+def test_confidence_grows_with_the_smallest_gap_between_tiers():
+    from grading.graders.heuristic import confidence
+
+    assert rank(FIX, FIX).confidence == 0.0
+    assert rank(FIX).confidence == 1.0
+    debug = diff("pkg/mod.py", ["    return x"], ["    return x + 1", "    print(x)"])
+    clear = rank(FIX, debug).confidence
+    assert 0.9 < clear < 1.0
+    assert confidence([["a"], ["b"], ["c"]], {"a": 0.0, "b": 3.0, "c": 3.2}) == pytest.approx(1 - 2.718281828 ** -0.2)

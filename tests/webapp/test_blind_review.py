@@ -9,9 +9,13 @@ an empty form), so a page added later is checked without being listed here.
 import pytest
 from django.urls import reverse
 
+from tests.django_fixtures import make_user
 from tests.webapp.annotationdata import grade, review_batch, set_policy
 from tests.webapp.urlwalk import url_patterns
+from webapp.audit.sampling import Source, audit_plan
+from webapp.audit.services import audit_set_create
 from webapp.models import Export, GradingTranscript, Group, Trajectory
+from webapp.roles import AUDITOR
 
 pytestmark = pytest.mark.django_db
 
@@ -49,17 +53,22 @@ def urls_of(group, grading):
     path = trajectory.patch.split("\n", 1)[0].split(" b/", 1)[1]
     queries = {"interdiff": f"?a={trajectory.pk}&b={other.pk}", "patch_file": f"?path={path}"}
     export = Export.objects.create(batch=group.batch, kind="advantages", format="parquet")
+    plan = audit_plan(source=Source(batch=group.batch), stratify_by=None, bins=4, seed=0, size=1, half_width=None,
+                      confidence=0.95)
+    audit_set = audit_set_create(name="blind walk", plan=plan, user=make_user("walker", AUDITOR))
+    item = audit_set.items.get()
     by_prefix = {"batches": group.batch_id, "groups": group.pk, "trajectories": trajectory.pk,
-                 "gradings": grading.pk, "exports": export.pk}
+                 "gradings": grading.pk, "exports": export.pk, "audit/sets": audit_set.pk, "audit/items": item.pk}
     urls = {}
     for name, route in url_patterns():
         kwargs = {}
         if "<int:pk>" in route:
-            prefix = route.split("/", 1)[0]
+            prefix = max((p for p in by_prefix if route.startswith(f"{p}/")), key=len, default=route.split("/")[0])
             assert prefix in by_prefix, f"the blind-review walk cannot fill {route!r}: teach it {prefix}/"
             kwargs["pk"] = by_prefix[prefix]
         kwargs.update({key: 0 for key in ("index", "part") if f"<int:{key}>" in route})
         kwargs.update({"name": "manifest.json"} if "<str:name>" in route else {})
+        kwargs.update({"table": "agreement"} if "<slug:table>" in route else {})
         urls[name] = reverse(name, kwargs=kwargs) + queries.get(name, "")
     return urls
 

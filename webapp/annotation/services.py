@@ -36,6 +36,7 @@ from webapp.annotation.selectors import held_lease, queue_groups
 from webapp.models import Annotation, AnnotationPolicy, Batch, Grading, Group, Lease, Trajectory
 from webapp.rankings import corrected_passing
 from webapp.roles import RESEARCHER, has_role, may_annotate
+from webapp.triage import triage_refresh
 
 RATIONALE_LIMIT = 4000  # characters, per trajectory and for the group
 CANDIDATES = 50  # groups tried per look at the queue
@@ -140,6 +141,7 @@ def _insert(*, group: Group, user, independent: bool, based_on_version: int, **f
                 based_on_version=based_on_version, **fields)
             if annotation.kind == Annotation.Kind.RANKING:
                 _complete_lease(group, user)
+            triage_refresh([group.pk])
             return annotation
     except IntegrityError:
         # The constraints back the check: a save based on the same version of this chain landed
@@ -268,6 +270,7 @@ def lease_next_group(*, user, batch: Batch, skip=()) -> Assignment | None:
         for group in candidates:
             lease = _take(group, user, policy.overlap, now, until)
             if lease is not None:
+                triage_refresh([group.pk])
                 return Assignment(group, lease, resumed=False)
         now = timezone.now()
     return None
@@ -298,4 +301,5 @@ def _take(group: Group, user, k: int, now, until) -> Lease | None:
 def lease_release(*, group: Group, user) -> bool:
     """Give back `user`'s unfinished lease on `group`; whether there was one."""
     deleted, _ = Lease.objects.filter(group=group, user=user, completed_at=None).delete()
+    triage_refresh([group.pk])
     return bool(deleted)

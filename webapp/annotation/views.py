@@ -15,6 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
@@ -65,6 +66,9 @@ def ranking_save_view(request, pk):
     except AnnotationError as error:
         return render_group_page(request, group, submitted=data, error=str(error), status=400)
     messages.success(request, f"Saved version {annotation.version}.")
+    back = request.POST.get("next", "")  # the page the editor was on, when not the group page (the auditor's)
+    if back.startswith("/") and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        return redirect(back)
     return redirect(reverse("group", args=[group.pk]) + "#ranking")
 
 

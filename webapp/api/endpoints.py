@@ -7,16 +7,20 @@ an upload that cannot be taken, 422 a parameter of the wrong shape.
 """
 
 import shutil
+from functools import wraps
 
 from django.http import FileResponse, Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
-from ninja import NinjaAPI, Query, Status
+from ninja import File, NinjaAPI, Query, Status, UploadedFile
+from ninja.decorators import decorate_view
 from ninja.errors import HttpError, ValidationError
 
+from grading.formats import FORMATS
 from webapp.advantages import AdvantageConfig
 from webapp.api import schemas, selectors, services
 from webapp.api.auth import EXPORTER, GRADER, READER, TokenAuth, require
 from webapp.api.uploads import received_body, scratch_folder
+from webapp.batches.uploads import UploadTooLarge, limit_upload
 from webapp.exports import services as exports
 from webapp.exports.advantages import advantage_jsonl_lines, write_advantages
 from webapp.exports.selectors import export_file as export_file_path
@@ -115,9 +119,46 @@ def batch_upload(request, query: Query[schemas.UploadQuery]):
     `append=true`: 200), whole or not at all. Identical content already in the batch is skipped;
     every bad line is an error (400)."""
     require(request, GRADER)
+    if FORMATS[query.format].needs_reports:
+        raise HttpError(400, f"format: {query.format} needs an evaluation report per run: post the files "
+                             "as a form to /api/batches/import")
     with received_body(request, filename=query.filename) as path:
         result = services.rollouts_import(path=path, batch_name=query.name, user=request.auth,
-                                          pass_threshold=query.pass_threshold, append=query.append)
+                                          pass_threshold=query.pass_threshold, append=query.append,
+                                          file_format=query.format)
+    return Status(201 if result.created else 200, result)
+
+
+def _upload_limited(run):
+    """An operation whose form over GAGAR_API_UPLOAD_LIMIT is refused (413) before it is read."""
+
+    @wraps(run)
+    def limited(request, *args, **kwargs):
+        limit_upload(request)
+        return run(request, *args, **kwargs)
+
+    return limited
+
+
+@api.exception_handler(UploadTooLarge)
+def upload_too_large(request, error: UploadTooLarge):
+    return api.create_response(request, {"errors": [str(error)]}, status=413)
+
+
+@api.post("/batches/import", response={200: schemas.ImportOut, 201: schemas.ImportOut, **UPLOAD_ERRORS},
+          tags=["batches"])
+@decorate_view(_upload_limited)
+def batch_import_files(request, query: Query[schemas.ImportFilesQuery], paths: File[list[UploadedFile]],
+                       reports: File[list[UploadedFile]] = None, tasks: File[list[UploadedFile]] = None):
+    """Import files posted as a form (`paths`; `reports`, one per run in the order of the runs;
+    `tasks`) in `format` into the batch `name`, as POST /batches does a body. swe-agent and
+    openhands runs come as archives (.zip, .tar, .tar.gz, .tgz) of run folders: the runs are
+    their top-level folders, in the order of their names. The answer says what the format's
+    adapter skipped and why; a form over the upload limit is refused (413) unread."""
+    require(request, GRADER)
+    result = services.files_import(uploads={"paths": paths, "reports": reports or [], "tasks": tasks or []},
+                                   file_format=query.format, batch_name=query.name, user=request.auth,
+                                   pass_threshold=query.pass_threshold, append=query.append)
     return Status(201 if result.created else 200, result)
 
 

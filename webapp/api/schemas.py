@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Json
 
+from grading.formats import FORMATS
 from webapp.batches.services import BATCH_NAME_MAX_CHARS, batch_name_problem
 
 # How long a request may block waiting for grading or an export; a trainer asks again after.
@@ -19,6 +20,7 @@ FileName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z
 # A run's name becomes part of a batch name: no control characters, not blank at the start.
 RunName = Annotated[str, Field(min_length=1, max_length=150, pattern=r"^[^\s\x00-\x1f\x7f][^\x00-\x1f\x7f]*$")]
 ProfileName = Annotated[str, Field(min_length=1, max_length=200)]
+FormatName = Literal[tuple(FORMATS)]
 
 
 def _batch_name(name: str) -> str:
@@ -60,6 +62,21 @@ class UploadQuery(Schema):
     pass_threshold: Finite | None = Field(
         None, description="reward at or above which a line without `passed` passes (default: the app's)")
     filename: FileName = Field("upload.jsonl", description="the name errors and the batch's sources give it")
+    format: FormatName = Field("jsonl", description="the body's format (docs/rollout-format.md); formats "
+                                                    "that need evaluation reports go to POST /batches/import")
+
+
+class ImportFilesQuery(Schema):
+    name: BatchName = Field(description="the batch: created, or with `append` extended")
+    append: bool = Field(False, description="add to the batch if it exists (identical rollouts are skipped)")
+    pass_threshold: Finite | None = Field(
+        None, description="reward at or above which a trajectory passes (default: the app's)")
+    format: FormatName = Field(description="the files' format (docs/rollout-format.md)")
+
+
+class SkippedOut(Schema):
+    count: int
+    first: list[str] = Field(description="the first few items skipped for this reason, as run/instance")
 
 
 class ImportOut(Schema):
@@ -68,6 +85,16 @@ class ImportOut(Schema):
     new_groups: int
     new_trajectories: int
     unchanged_trajectories: int
+    skipped: dict[str, SkippedOut] = Field(description="what the format's adapter left out, by reason")
+    notes: list[str] = Field(description="how the adapter read the files (e.g. how verl samples were grouped)")
+
+    @staticmethod
+    def resolve_skipped(result) -> dict:
+        return result.notes.skipped_by_reason()
+
+    @staticmethod
+    def resolve_notes(result) -> list[str]:
+        return list(result.notes.notes)
 
 
 class RunOut(Schema):
@@ -84,7 +111,8 @@ class StatusOut(Schema):
     labels: dict[str, int] = Field(description="groups per label (mixed, all_pass, all_fail, singleton)")
     mixed: int
     graded: int = Field(description="mixed groups with a finished grading")
-    gradings: dict[str, int] = Field(description="gradings of the batch per state: queued, running, done, failed")
+    gradings: dict[str, int] = Field(
+        description="gradings of the batch per state: queued, running, done, failed, cancelled")
     grading_active: bool
     runs: list[RunOut] = Field(description="the latest grading runs, newest first")
 

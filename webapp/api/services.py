@@ -16,6 +16,7 @@ from grading.rollouts import RolloutFormatError
 from webapp.advantages import AdvantageConfig, advantage_config_update, parse_advantage_config
 from webapp.api.selectors import token_digest
 from webapp.batches.services import ImportResult, batch_import
+from webapp.batches.uploads import ImportFailed, batch_import_uploaded
 from webapp.grading.services import Launch, LaunchError, grading_launch
 from webapp.models import ApiToken, Batch, Group, default_advantage_config
 
@@ -56,17 +57,28 @@ def api_token_touch(token: ApiToken) -> None:
 
 
 def rollouts_import(*, path: Path, batch_name: str, user, pass_threshold: float | None,
-                    append: bool) -> ImportResult:
-    """Import one received file into `batch_name` (an existing one only with `append`), whole
-    or not at all; InputError lists every bad line as `file:line: field: reason`, named by the
-    file's name, not where it was kept."""
+                    append: bool, file_format: str = "jsonl") -> ImportResult:
+    """Import one received file in `file_format` into `batch_name` (an existing one only with
+    `append`), whole or not at all; InputError lists every bad line as `file:line: field: reason`,
+    named by the file's name, not where it was kept."""
     threshold = settings.GAGAR_PASS_THRESHOLD if pass_threshold is None else pass_threshold
     try:
         return batch_import(paths=[path], batch_name=batch_name, user=user, pass_threshold=threshold,
-                            append=append)
+                            append=append, file_format=file_format)
     except RolloutFormatError as error:
         lines = error.errors.summary().splitlines()
-        raise InputError([line.replace(str(path), path.name, 1) for line in lines]) from None
+        raise InputError([line.replace(str(path), path.name) for line in lines]) from None
+
+
+def files_import(*, uploads: dict[str, list], file_format: str, batch_name: str, user,
+                 pass_threshold: float | None, append: bool) -> ImportResult:
+    """Import uploaded files by role (`paths`, `reports`, `tasks`) as the batches page's form
+    does; InputError with every problem."""
+    try:
+        return batch_import_uploaded(uploads=uploads, file_format=file_format, batch_name=batch_name, user=user,
+                                     append=append, pass_threshold=pass_threshold)
+    except ImportFailed as failure:
+        raise InputError(failure.errors) from None
 
 
 def grading_start(*, batch: Batch, grader: str, user, regrade: bool = False) -> Launch:

@@ -1,8 +1,11 @@
 """Reads of the batches pages: the list of batches, and one batch's groups.
 
 Listing a batch's groups uses keyset pagination over an indexed sort key
-((batch, group_id) is unique; (batch, pass_rate, id) and (batch, label, id)
-are indexed), so page 2,000 of 100,000 groups costs what page 1 does.
+((batch, group_id) is unique; (batch, pass_rate, id), (batch, label, id),
+(batch, grading_confidence, id) and (batch, agreement, id) are indexed), so
+page 2,000 of 100,000 groups costs what page 1 does. Groups without a value of a
+nullable sort key (no grading, no human ranking) come last, by id: each page
+reads the valued rows by their index range, then tops up from the null ones.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from django.db.models import Count, Exists, OuterRef, Q
 
 from webapp.models import Annotation, Batch, Grading, Group
 from webapp.rankings import REVIEW_STATES, review_condition
+from webapp.triage import flag_names
 
 PAGE_SIZE = 50
 COUNT_LIMIT = 1000  # a filtered count stops here ("1000+"): counting 100,000 matches is a scan
@@ -28,10 +32,16 @@ SORTS = {
     "-group": ("group_id", True),
     "pass_rate": ("pass_rate", False),
     "-pass_rate": ("pass_rate", True),
+    "confidence": ("grading_confidence", False),
+    "-confidence": ("grading_confidence", True),
+    "agreement": ("agreement", False),
+    "-agreement": ("agreement", True),
 }
 DEFAULT_SORT = "group"
+NULLABLE = {"grading_confidence", "agreement"}
 LISTING_FIELDS = ("id", "batch_id", "group_id", "task_id", "repo", "label", "n_trajectories", "n_passed",
-                  "pass_rate")
+                  "pass_rate", "grader_top", "grader_top_flags", "any_flags", "grading_confidence", "agreement",
+                  "human_disagrees", "review_state")
 
 
 def graded_condition() -> Q:
@@ -47,6 +57,12 @@ class GroupFilter:
     graded: str = ""  # "", "yes", "no"
     review: str = ""  # "", "overridden", "reviewed", "unreviewed"
     q: str = ""
+    top_flag: str = ""  # a flag on the grader's top tier
+    any_flag: str = ""  # a flag anywhere in the group
+    conf_min: float | None = None
+    conf_max: float | None = None
+    agreement: str = ""  # "", "disagrees", "agrees": a human and the grader
+    state: str = ""  # "" or one of webapp.triage.REVIEW_STATES
     sort: str = DEFAULT_SORT
 
     def apply(self, qs):
@@ -63,22 +79,38 @@ class GroupFilter:
         if self.q:
             qs = qs.filter(Q(group_id__icontains=self.q) | Q(task_id__icontains=self.q)
                            | Q(statement__icontains=self.q))
+        if self.top_flag:
+            qs = qs.filter(grader_top_flags__contains=f",{self.top_flag},")
+        if self.any_flag:
+            qs = qs.filter(any_flags__contains=f",{self.any_flag},")
+        if self.conf_min is not None:
+            qs = qs.filter(grading_confidence__gte=self.conf_min)
+        if self.conf_max is not None:
+            qs = qs.filter(grading_confidence__lte=self.conf_max)
+        if self.agreement:
+            qs = qs.filter(human_disagrees=self.agreement == "disagrees")
+        if self.state:
+            qs = qs.filter(review_state=self.state)
         return qs
 
     @property
     def is_filtered(self) -> bool:
         return bool(self.label or self.pass_min is not None or self.pass_max is not None
-                    or self.graded or self.review or self.q)
+                    or self.graded or self.review or self.q or self.top_flag or self.any_flag
+                    or self.conf_min is not None or self.conf_max is not None or self.agreement or self.state)
 
     def params(self) -> dict[str, str]:
         """The non-default values, as query parameters."""
         out = {}
-        for name in ("label", "graded", "review", "q"):
+        for name in ("label", "graded", "review", "q", "top_flag", "any_flag", "agreement", "state"):
             if getattr(self, name):
                 out[name] = getattr(self, name)
         for name in ("pass_min", "pass_max"):
             if getattr(self, name) is not None:
                 out[name] = f"{100 * getattr(self, name):g}"  # in percent, as the form takes it
+        for name in ("conf_min", "conf_max"):
+            if getattr(self, name) is not None:
+                out[name] = f"{getattr(self, name):g}"
         if self.sort != DEFAULT_SORT:
             out["sort"] = self.sort
         return out
@@ -89,18 +121,21 @@ def encode_cursor(value, pk: int) -> str:
 
 
 # what a cursor's sort value is, per sort column
-CURSOR_VALUE_TYPES = {"group_id": str, "pass_rate": int | float}
+CURSOR_VALUE_TYPES = {"group_id": str, "pass_rate": int | float, "grading_confidence": int | float,
+                      "agreement": int | float}
 ID_MAX = 2**63 - 1
 
 
 def decode_cursor(token: str, column: str):
     """(value, pk) or None for anything malformed: a value that is not of the sort
-    column's type or not finite, an id out of the id column's range."""
+    column's type (or null, for a nullable one) or not finite, an id out of the id column's range."""
     try:
         value, pk = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     except (ValueError, TypeError):
         return None
-    if isinstance(value, bool) or not isinstance(value, CURSOR_VALUE_TYPES[column]):
+    if value is None and column not in NULLABLE:
+        return None
+    if value is not None and (isinstance(value, bool) or not isinstance(value, CURSOR_VALUE_TYPES[column])):
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -123,9 +158,44 @@ def _after(qs, column: str, descending: bool, value, pk: int, unique: bool):
 
 def _ordered(qs, column: str, descending: bool, reverse: bool = False):
     prefix = "-" if descending != reverse else ""
-    if column == "group_id":  # unique in a batch: the (batch, group_id) index gives the order as it is
+    if column in ("group_id", "id"):  # unique (group_id in a batch): the index gives the order as it is
         return qs.order_by(f"{prefix}{column}")
     return qs.order_by(f"{prefix}{column}", f"{prefix}id")
+
+
+def _segments(qs, column: str):
+    """The listing in two parts: rows with a value of `column`, then (nullable columns) rows without."""
+    if column not in NULLABLE:
+        return qs, None
+    return qs.filter(**{f"{column}__isnull": False}), qs.filter(**{f"{column}__isnull": True})
+
+
+def _forward(qs, column: str, descending: bool, cursor, limit: int) -> list:
+    """Up to `limit` rows after `cursor` ((value, pk); None: from the start), in the listing's order."""
+    valued, nulls = _segments(qs, column)
+    if cursor is not None and cursor[0] is None:  # within the nulls, ordered by id
+        return list(_ordered(_after(nulls, "id", descending, cursor[1], cursor[1], True), "id", descending)[:limit])
+    if cursor is not None:
+        valued = _after(valued, column, descending, *cursor, column == "group_id")
+    rows = list(_ordered(valued, column, descending)[:limit])
+    if nulls is not None and len(rows) < limit:
+        rows += list(_ordered(nulls, "id", descending)[:limit - len(rows)])
+    return rows
+
+
+def _backward(qs, column: str, descending: bool, cursor, limit: int) -> list:
+    """Up to `limit` rows before `cursor` ((value, pk)), nearest first."""
+    valued, nulls = _segments(qs, column)
+    value, pk = cursor
+    rows = []
+    if value is None:
+        rows = list(_ordered(_after(nulls, "id", not descending, pk, pk, True), "id", descending,
+                             reverse=True)[:limit])
+        if len(rows) == limit:
+            return rows
+    else:
+        valued = _after(valued, column, not descending, value, pk, column == "group_id")
+    return rows + list(_ordered(valued, column, descending, reverse=True)[:limit - len(rows)])
 
 
 @dataclass
@@ -141,21 +211,19 @@ class GroupPage:
 def group_page(batch: Batch, flt: GroupFilter, *, after: str = "", before: str = "",
                size: int = PAGE_SIZE) -> GroupPage:
     column, descending = SORTS.get(flt.sort, SORTS[DEFAULT_SORT])
-    unique = column == "group_id"
     base = flt.apply(Group.objects.filter(batch=batch))
     qs = base.only(*LISTING_FIELDS)
     cursor = decode_cursor(before or after, column) if (before or after) else None
     if cursor and before:
-        rows = list(_ordered(_after(qs, column, not descending, *cursor, unique), column, descending,
-                             reverse=True)[:size + 1])
+        rows = _backward(qs, column, descending, cursor, size + 1)
         has_prev, has_next = len(rows) > size, True
         rows = rows[:size][::-1]
     else:
-        if cursor:
-            qs = _after(qs, column, descending, *cursor, unique)
-        rows = list(_ordered(qs, column, descending)[:size + 1])
+        rows = _forward(qs, column, descending, cursor, size + 1)
         has_prev, has_next = cursor is not None, len(rows) > size
         rows = rows[:size]
+    for g in rows:
+        g.top_flag_names, g.any_flag_names = flag_names(g.grader_top_flags), flag_names(g.any_flags)
     if flt.is_filtered:
         total = base.order_by()[:COUNT_LIMIT + 1].count()
         page = GroupPage(groups=rows, total=min(total, COUNT_LIMIT), total_is_lower_bound=total > COUNT_LIMIT)
@@ -171,13 +239,11 @@ def group_page(batch: Batch, flt: GroupFilter, *, after: str = "", before: str =
 def neighbours(group: Group, flt: GroupFilter) -> tuple[int | None, int | None]:
     """Primary keys of the groups before and after `group` in the batch under `flt`."""
     column, descending = SORTS.get(flt.sort, SORTS[DEFAULT_SORT])
-    unique = column == "group_id"
-    base = flt.apply(Group.objects.filter(batch_id=group.batch_id))
-    value = getattr(group, column)
-    nxt = _ordered(_after(base, column, descending, value, group.pk, unique), column, descending)
-    prev = _ordered(_after(base, column, not descending, value, group.pk, unique), column, descending,
-                    reverse=True)
-    return (prev.values_list("pk", flat=True).first(), nxt.values_list("pk", flat=True).first())
+    base = flt.apply(Group.objects.filter(batch_id=group.batch_id)).only("id", column)
+    cursor = (getattr(group, column), group.pk)
+    prev = _backward(base, column, descending, cursor, 1)
+    nxt = _forward(base, column, descending, cursor, 1)
+    return (prev[0].pk if prev else None, nxt[0].pk if nxt else None)
 
 
 def label_counts(batches) -> dict[int, dict[str, int]]:

@@ -19,16 +19,18 @@ import numpy as np
 from django.db import transaction
 
 from grading.advantages import LABELS, group_labels
+from grading.formats import ImportNotes, Inputs, check_inputs, read_rollouts_from
 from grading.jsonl import CONTROL_CHARACTERS
 from grading.rollouts import (
     ErrorLog,
     Rollout,
     RolloutFormatError,
     legacy_content_hash,
-    read_rollouts,
 )
 from webapp.bulk import insert_rows
 from webapp.models import Batch, Group, Trajectory, Transcript
+from webapp.review.renders import render_after_commit
+from webapp.search.services import index_after_commit
 
 CHUNK_SIZE = 2000
 BATCH_NAME_MAX_CHARS = Batch._meta.get_field("name").max_length
@@ -42,6 +44,7 @@ class ImportResult:
     new_groups: int
     new_trajectories: int
     unchanged_trajectories: int
+    notes: ImportNotes  # what the format's adapter skipped, and how it read the files
 
     @property
     def is_noop(self):
@@ -56,22 +59,29 @@ def batch_import(
     pass_threshold: float = 1.0,
     append: bool = False,
     on_progress: Callable[[int], None] | None = None,
+    file_format: str = "jsonl",
+    reports: Iterable[str | Path] = (),
+    tasks: Iterable[str | Path] = (),
 ) -> ImportResult:
     """Import rollout files into the batch `batch_name`, creating it, or, with `append`,
-    adding to it if it exists.
+    adding to it if it exists. `file_format` names the files' format (grading.formats.FORMATS);
+    `reports` are the evaluation reports of its runs, one per path, and `tasks` a task file,
+    where the format takes them.
 
     Raises RolloutFormatError (nothing written) when the batch name or a file name is bad,
-    the batch exists and `append` is not set, or any line is bad or conflicts with what the
-    batch already holds.
+    the files do not fit the format, the batch exists and `append` is not set, or any line
+    is bad or conflicts with what the batch already holds.
     """
-    paths = list(paths)  # as given: errors name each file as its user wrote it
-    names = [Path(p).name for p in paths]  # what the batch keeps of them
+    inputs = Inputs(paths=list(paths), reports=list(reports), tasks=list(tasks))
+    files = [*inputs.paths, *inputs.reports, *inputs.tasks]  # as given: errors name each file as its user wrote it
+    names = [Path(p).name for p in files]  # what the batch keeps of them
     batch_name = batch_name.strip()
     errors = ErrorLog()
     problem = batch_name_problem(batch_name)
     if problem:
         errors.add("--batch", None, "batch", problem)
-    for path, name in zip(paths, names, strict=True):
+    check_inputs(file_format, inputs, errors)
+    for path, name in zip(files, names, strict=True):
         if not _is_utf8(name):
             errors.add(str(path), None, "file", "name is not valid UTF-8; rename the file")
     if errors:
@@ -92,7 +102,9 @@ def batch_import(
             raise RolloutFormatError(errors)
         sorter = _Sorter(batch, errors)
         writer = _BatchWriter(batch, sorter.existing_groups)
-        chunks = sorter.new_chunks(read_rollouts(paths, errors=errors, pass_threshold=pass_threshold))
+        notes = ImportNotes()
+        rollouts = read_rollouts_from(file_format, inputs, errors=errors, notes=notes, pass_threshold=pass_threshold)
+        chunks = sorter.new_chunks(rollouts)
         # Files are read and checked in a thread, so that reading goes on while the
         # database stores the previous chunk (waiting on it releases the GIL).
         for count, chunk in _in_background(chunks):
@@ -106,12 +118,15 @@ def batch_import(
             _refresh_counts(batch, writer.touched_group_pks)
             batch.sources = batch.sources + names
             batch.save()
+            render_after_commit(batch.pk)  # the group pages of the new trajectories, ahead of the first visit
+            index_after_commit(batch)  # search in the new trajectories: a worker indexes them
     return ImportResult(
         batch=batch,
         created=created,
         new_groups=writer.new_groups,
         new_trajectories=writer.new_trajectories,
         unchanged_trajectories=sorter.unchanged,
+        notes=notes,
     )
 
 

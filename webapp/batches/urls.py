@@ -4,5 +4,6 @@ from webapp.batches import views
 
 urlpatterns = [
     path("", views.index, name="index"),
+    path("batches/import/", views.import_files, name="batch_import"),
     path("batches/<int:pk>/", views.batch, name="batch"),
 ]

@@ -1,14 +1,18 @@
 """The batches page and one batch's table of groups."""
 
+from django.contrib import messages
 from django.http import QueryDict
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from webapp.batches import selectors
-from webapp.batches.forms import SORT_LABELS, GroupFilterForm
+from webapp.batches.forms import SORT_LABELS, GroupFilterForm, ImportForm
+from webapp.batches.uploads import ImportFailed, UploadTooLarge, batch_import_uploaded, import_summary, limit_upload
 from webapp.models import Batch
-from webapp.roles import may_annotate, may_export, reader_required
+from webapp.roles import RESEARCHER, has_role, may_annotate, may_export, reader_required, role_required
+from webapp.triage import REVIEW_STATES, triage_columns
 
 
 def _query(params: dict, **extra) -> str:
@@ -20,15 +24,53 @@ def _query(params: dict, **extra) -> str:
 @require_GET
 @reader_required
 def index(request):
-    return render(request, "batches/index.html", {"batches": selectors.batches_overview()})
+    return _index(request, ImportForm() if has_role(request.user, RESEARCHER) else None)
+
+
+def _index(request, import_form, import_errors=(), status=200):
+    return render(request, "batches/index.html", {
+        "batches": selectors.batches_overview(), "import_form": import_form, "import_errors": import_errors,
+    }, status=status)
+
+
+@csrf_exempt  # checked by _import_files, once the upload limit is in place (Django's documented way)
+@require_POST
+@role_required(RESEARCHER)
+def import_files(request):
+    """Import posted files into a batch, whole or not at all; the summary (with what was
+    skipped) shows on the batches page, or the errors as `file:line: field: reason`. A form
+    over the upload limit is refused before it is read."""
+    limit_upload(request)
+    try:
+        return _import_files(request)
+    except UploadTooLarge as error:
+        return _index(request, ImportForm(), [str(error)], status=413)
+
+
+@csrf_protect
+def _import_files(request):
+    form = ImportForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return _index(request, form, status=400)
+    data = form.cleaned_data
+    try:
+        result = batch_import_uploaded(
+            uploads={role: data[role] for role in ("paths", "reports", "tasks")}, file_format=data["file_format"],
+            batch_name=data["name"], user=request.user, append=data["append"])
+    except ImportFailed as failure:
+        return _index(request, form, failure.errors, status=400)
+    for line in import_summary(result):
+        messages.success(request, line)
+    return redirect("index")
 
 
 @require_GET
 @reader_required
 @vary_on_headers("HX-Request")
 def batch(request, pk):
-    batch = get_object_or_404(Batch.objects.select_related("created_by"), pk=pk)
-    form = GroupFilterForm(request.GET)
+    batch = get_object_or_404(Batch.objects.select_related("created_by", "annotation_policy"), pk=pk)
+    columns = triage_columns(request.user, batch)
+    form = GroupFilterForm(request.GET, columns=columns)
     flt = form.to_filter()
     page = selectors.group_page(batch, flt, after=request.GET.get("after", ""),
                                 before=request.GET.get("before", ""))
@@ -42,11 +84,12 @@ def batch(request, pk):
         "filter_query": _query(params),
         "next_query": _query(params, after=page.next_cursor) if page.next_cursor else None,
         "prev_query": _query(params, before=page.prev_cursor) if page.prev_cursor else None,
-        "sort_links": {
-            "group": _query({**params, "sort": "-group" if flt.sort == "group" else "group"}),
-            "pass_rate": _query({**params, "sort": "-pass_rate" if flt.sort == "pass_rate" else "pass_rate"}),
-        },
+        "sort_links": {name: _query({**params, "sort": f"-{name}" if flt.sort == name else name})
+                       for name in ("group", "pass_rate", "confidence", "agreement")},
         "sort_column": sort_column,
+        "nulls_last": sort_column in selectors.NULLABLE,
+        "columns": columns,
+        "review_states": REVIEW_STATES,
         "sort_label": SORT_LABELS[flt.sort],
         "can_annotate": may_annotate(request.user),
         "can_export": may_export(request.user),

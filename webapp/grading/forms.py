@@ -37,6 +37,10 @@ class LaunchForm(PanelForm):
         ]
 
 
+class CancelForm(forms.Form):
+    run = forms.IntegerField(min_value=1, max_value=2**63 - 1)
+
+
 class AdvantageConfigForm(PanelForm):
     id_prefix = "redistribution"
     schedule = forms.ChoiceField(choices=[(name, name) for name in SCHEDULES])

@@ -10,8 +10,8 @@ from django.db.models import Count
 
 from webapp.models import Batch, Grading, GradingRun, Group
 
-QUEUED, RUNNING, DONE, FAILED = (Grading.Status.QUEUED, Grading.Status.RUNNING,
-                                 Grading.Status.DONE, Grading.Status.FAILED)
+QUEUED, RUNNING, DONE, FAILED, CANCELLED = (Grading.Status.QUEUED, Grading.Status.RUNNING, Grading.Status.DONE,
+                                            Grading.Status.FAILED, Grading.Status.CANCELLED)
 
 
 @dataclass
@@ -29,24 +29,27 @@ class RunStatus:
         return bool(self.counts[QUEUED] or self.counts[RUNNING])
 
     @property
-    def finished(self) -> int:
-        return self.counts[DONE] + self.counts[FAILED]
+    def cancelled(self) -> bool:
+        return self.run.cancelled_at is not None
 
     @property
     def state(self) -> str:
-        """What the run came to, at a glance: "running" while anything is queued or running,
-        then "done" (every grading done), "failed" (none done) or "partial" (some failed)."""
+        """What the run came to, at a glance: "running" while anything is queued or running
+        ("cancelling" once cancelled, until its running gradings finish); then "cancelled",
+        or "done" (every grading done), "failed" (none done) or "partial" (some failed)."""
         if self.active:
-            return "running"
+            return "cancelling" if self.cancelled else "running"
+        if self.cancelled:
+            return "cancelled"
         if not self.counts[FAILED]:
             return "done"
         return "partial" if self.counts[DONE] else "failed"
 
     @property
     def bar(self) -> list[dict]:
-        """The progress bar's segments, done, failed, then running, as x and width in 0..100."""
+        """The progress bar's segments, done, failed, cancelled, then running, as x and width in 0..100."""
         out, x = [], 0.0
-        for status in (DONE, FAILED, RUNNING):
+        for status in (DONE, FAILED, CANCELLED, RUNNING):
             width = 100 * self.counts[status] / self.total if self.total else 0.0
             out.append({"status": status, "x": round(x, 2), "width": round(width, 2)})
             x += width
@@ -56,7 +59,8 @@ class RunStatus:
 def batch_grading_status(batch: Batch, *, runs: int = 5, failures: int = 50) -> list[RunStatus]:
     """The latest `runs` grading runs of `batch`, newest first, with counts per status and
     up to `failures` failed groups each."""
-    latest = list(GradingRun.objects.filter(batch=batch).order_by("-created_at", "-pk")[:runs])
+    latest = list(GradingRun.objects.filter(batch=batch).select_related("created_by", "cancelled_by")
+                  .order_by("-created_at", "-pk")[:runs])
     counts = {run.pk: dict.fromkeys(Grading.Status.values, 0) for run in latest}
     for run_pk, status, n in (Grading.objects.filter(run__in=latest).values("run_id", "status")
                               .annotate(n=Count("id")).values_list("run_id", "status", "n")):

@@ -12,6 +12,12 @@ taken has no `sent_at`. Messages go out once the transaction that queued them
 commits; if the broker is down they stay unsent, and the sweep sends them. The
 sweep also re-queues running gradings whose lease ran out (their worker is gone)
 and re-sends the messages a broker lost (a restart without persistence).
+
+A cancelled run (`grading_run_cancel`) cancels its queued gradings at once: a
+worker claims only queued rows, and the sweep sends only queued ones, so their
+messages find nothing. Its running gradings finish and keep their result, since
+the work is mostly done; but one that would be retried, or whose worker is lost,
+is cancelled rather than queued again.
 """
 
 from __future__ import annotations
@@ -38,8 +44,8 @@ from webapp.models import Batch, Grading, GradingRun, Group
 
 log = logging.getLogger(__name__)
 
-QUEUED, RUNNING, DONE, FAILED = (Grading.Status.QUEUED, Grading.Status.RUNNING,
-                                 Grading.Status.DONE, Grading.Status.FAILED)
+QUEUED, RUNNING, DONE, FAILED, CANCELLED = (Grading.Status.QUEUED, Grading.Status.RUNNING, Grading.Status.DONE,
+                                            Grading.Status.FAILED, Grading.Status.CANCELLED)
 ACTIVE = (QUEUED, RUNNING)
 # A launch of at least this many gradings refreshes PostgreSQL's statistics of the table.
 ANALYZE_AFTER = 1000
@@ -100,8 +106,10 @@ class Launch:
 
 
 def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, user=None,
-                   regrade: bool = False, queue: str | None = None) -> Launch:
-    """Queue a Grading for every mixed group of `batch`.
+                   regrade: bool = False, queue: str | None = None,
+                   groups: Sequence[int] | None = None) -> Launch:
+    """Queue a Grading for every mixed group of `batch`, or for those among `groups` (group
+    pks: the batch's gold set, say).
 
     Skips groups that already have a queued or running grading by the same
     grader and configuration, and, unless `regrade`, those it already graded.
@@ -124,8 +132,10 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
         Batch.objects.select_for_update(no_key=True).get(pk=batch.pk)
         same = Grading.objects.filter(run__batch=batch, run__grader=grader, run__config=config)
         busy = set(same.filter(status__in=skip).values_list("group_id", flat=True))
-        group_pks = [pk for pk in Group.objects.filter(batch=batch, label=Group.Label.MIXED)
-                     .order_by("pk").values_list("pk", flat=True) if pk not in busy]
+        mixed = Group.objects.filter(batch=batch, label=Group.Label.MIXED)
+        if groups is not None:
+            mixed = mixed.filter(pk__in=list(groups))
+        group_pks = [pk for pk in mixed.order_by("pk").values_list("pk", flat=True) if pk not in busy]
         if not group_pks:
             active = same.filter(status__in=ACTIVE).order_by("-run_id").values_list("run_id", flat=True).first()
             return Launch(run=None, queued=0, skipped=len(busy),
@@ -236,10 +246,15 @@ def _requeue_expired(now) -> tuple[int, int]:
         if attempts >= limit:
             failed += mine.update(status=FAILED, finished_at=now, lease_expires_at=None,
                                   error=f"gave up after {attempts} attempts: the last one lost its worker")
-        else:
-            requeued += mine.update(status=QUEUED, claim_token="", queued_at=now, sent_at=None,
-                                    lease_expires_at=None,
-                                    error=f"attempt {attempts} lost its worker; queued again by the sweep")
+            continue
+        # One statement checks the run's cancel mark and queues: see grading_run_cancel.
+        again = mine.filter(run__cancelled_at=None).update(
+            status=QUEUED, claim_token="", queued_at=now, sent_at=None, lease_expires_at=None,
+            error=f"attempt {attempts} lost its worker; queued again by the sweep")
+        requeued += again
+        if not again:
+            mine.update(status=CANCELLED, finished_at=now, lease_expires_at=None,
+                        error="its run was cancelled and its worker was lost")
     return requeued, failed
 
 
@@ -253,6 +268,20 @@ def _idle_queues(queues: set[str]) -> set[str]:
             return {queue for queue in queues if not channel.queue_declare(queue=queue).message_count}
     except BrokerError as error:
         raise BrokerUnavailable(f"the broker is unreachable ({error})") from error
+
+
+def grading_run_cancel(*, run: GradingRun, user) -> int:
+    """Cancel `run`: its queued gradings become cancelled, its running ones finish but are
+    neither retried nor queued again. Return how many gradings were cancelled now; a run
+    already cancelled keeps who cancelled it first."""
+    now = timezone.now()
+    with transaction.atomic():
+        # Marked first: a worker that puts a grading back in the queue checks the mark in
+        # the same statement, and a grading it put back before sees the update below.
+        GradingRun.objects.filter(pk=run.pk, cancelled_at=None).update(cancelled_at=now, cancelled_by=user)
+        run.refresh_from_db(fields=["cancelled_at", "cancelled_by"])
+        return Grading.objects.filter(run=run, status=QUEUED).update(
+            status=CANCELLED, finished_at=now, claim_token="", error=f"cancelled by {user.get_username()}")
 
 
 def gradings_retry_failed(*, batch: Batch) -> Launch:

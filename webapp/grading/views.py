@@ -1,4 +1,4 @@
-"""The grading panel of a batch: progress, failures, launch, retry, redistribution config.
+"""The grading panel of a batch: progress, failures, launch, retry, cancel, redistribution config.
 
 One view serves both the fragment the batch page loads with htmx and a full
 page for a browser without JavaScript. The panel polls itself only while
@@ -8,6 +8,7 @@ htmx request with the fresh panel and anything else with a redirect.
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -23,9 +24,9 @@ from webapp.advantages import (
 )
 from webapp.annotation.editor import tier_lines
 from webapp.grading import selectors
-from webapp.grading.forms import AdvantageConfigForm, LaunchForm
-from webapp.grading.services import LaunchError, grading_launch, gradings_retry_failed
-from webapp.models import Batch, Grading, GradingTranscript, Trajectory
+from webapp.grading.forms import AdvantageConfigForm, CancelForm, LaunchForm
+from webapp.grading.services import LaunchError, grading_launch, grading_run_cancel, gradings_retry_failed
+from webapp.models import Batch, Grading, GradingRun, GradingTranscript, Trajectory
 from webapp.rankings import visible_ranking
 from webapp.roles import RESEARCHER, has_role, reader_required, role_required
 
@@ -73,6 +74,23 @@ def grading_retry_view(request, pk):
     if not retry.queued:
         return _done(request, batch, "No failed gradings to retry.")
     return _done(request, batch, f"Queued {retry.queued} failed gradings again" + _unsent(retry))
+
+
+@require_POST
+@role_required(RESEARCHER)
+def grading_cancel_view(request, pk):
+    """Cancel one run of the batch, named by the form's `run`."""
+    batch = get_object_or_404(Batch, pk=pk)
+    form = CancelForm(request.POST)
+    if not form.is_valid():
+        return HttpResponseBadRequest(f"run: {form.errors['run'][0]}", content_type="text/plain; charset=utf-8")
+    run = get_object_or_404(GradingRun, batch=batch, pk=form.cleaned_data["run"])
+    if run.cancelled_at is not None:
+        return _done(request, batch, f"Run #{run.pk} was already cancelled.")
+    cancelled = grading_run_cancel(run=run, user=request.user)
+    running = selectors.in_progress(run)
+    notice = f"Cancelled run #{run.pk}: {cancelled} queued grading{'s' if cancelled != 1 else ''} will not be graded"
+    return _done(request, batch, notice + (f"; {running} running finish first." if running else "."))
 
 
 def _unsent(launch) -> str:

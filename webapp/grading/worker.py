@@ -9,7 +9,8 @@ the worker process renews the lease every GAGAR_GRADING_HEARTBEAT seconds: a
 killed worker's gradings are re-queued by the sweep once the lease runs out,
 while a grading that takes an hour keeps its lease as long as its process lives.
 A transient GraderError puts the grading back in the queue with a backoff until
-its attempts run out; a permanent one fails it with its message.
+its attempts run out, unless its run was cancelled meanwhile (then it is
+cancelled); a permanent one fails it with its message.
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ from webapp.grading import services as jobs
 from webapp.grading import sql
 from webapp.leases import lease_expiry, lease_renewed
 from webapp.models import Grading, GradingRun, GradingTranscript, Transcript
+from webapp.triage import triage_refresh
 
 log = logging.getLogger(__name__)
 
-QUEUED, RUNNING, DONE, FAILED = jobs.QUEUED, jobs.RUNNING, jobs.DONE, jobs.FAILED
+QUEUED, RUNNING, DONE, FAILED, CANCELLED = jobs.QUEUED, jobs.RUNNING, jobs.DONE, jobs.FAILED, jobs.CANCELLED
 RETRY_BACKOFF_S = 5
 RETRY_BACKOFF_MAX_S = 300
 ERROR_CHARS = 4000
@@ -53,6 +55,7 @@ class Processed:
     done: list[int] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
     retrying: list[int] = field(default_factory=list)
+    cancelled: list[int] = field(default_factory=list)  # would have been retried, but the run was cancelled
     lost: list[int] = field(default_factory=list)  # the claim moved on before the result was written
 
 
@@ -198,16 +201,23 @@ def _write(claims: list[_Claim], views: list, outcomes: list, token: str, result
             (result.done if claim.pk in written else result.lost).append(claim.pk)
             if claim.pk in written:
                 _keep_transcript(claim, grade)
+        triage_refresh([claim.group_pk for claim, _ in done if claim.pk in written])
         run = claims[0].run
         if written and not run.grader_version:
             GradingRun.objects.filter(pk=run.pk, grader_version="").update(grader_version=done[0][1].version)
         for claim, error in retry:
-            wrote = mine.filter(pk=claim.pk).update(
+            # One statement checks the run's cancel mark and queues: see services.grading_run_cancel.
+            wrote = mine.filter(pk=claim.pk, run__cancelled_at=None).update(
                 status=QUEUED, claim_token="", queued_at=now, sent_at=None, lease_expires_at=None,
                 error=f"attempt {claim.attempts} failed, retrying: {_message(error)}")
-            (result.retrying if wrote else result.lost).append(claim.pk)
             if wrote:
+                result.retrying.append(claim.pk)
                 _send_retry(claim.pk, run.queue, _backoff(claim.attempts))
+                continue
+            wrote = mine.filter(pk=claim.pk).update(
+                status=CANCELLED, finished_at=now, lease_expires_at=None,
+                error=f"attempt {claim.attempts} failed and its run was cancelled: {_message(error)}")
+            (result.cancelled if wrote else result.lost).append(claim.pk)
         for claim, error in failed:
             message = _message(error)
             if not error.permanent:

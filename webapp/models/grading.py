@@ -23,6 +23,10 @@ class GradingRun(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-created_at", "-pk"]
@@ -46,6 +50,7 @@ class Grading(models.Model):
         RUNNING = "running"
         DONE = "done"
         FAILED = "failed"
+        CANCELLED = "cancelled"  # its run was cancelled before a worker graded it
 
     # The unique (run, group) index serves lookups by run.
     run = models.ForeignKey(GradingRun, on_delete=models.CASCADE, related_name="gradings", db_index=False)

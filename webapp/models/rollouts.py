@@ -59,6 +59,18 @@ class Group(models.Model):
     n_trajectories = models.PositiveIntegerField(default=0)
     n_passed = models.PositiveIntegerField(default=0)
     pass_rate = models.FloatField(default=0.0)
+    # The triage summary (webapp.triage, its one writer): derived from gradings, rankings and leases.
+    # Database defaults as well: a PostgreSQL import COPYs only the columns it knows.
+    grader_top = models.JSONField(null=True, blank=True, help_text="Ids in the grader's top tier; null: ungraded.")
+    grader_top_flags = models.TextField(blank=True, default="", db_default="",
+                                        help_text="Flags on the grader's top tier, as ',a,b,'.")
+    any_flags = models.TextField(blank=True, default="", db_default="",
+                                 help_text="Flags anyone put anywhere in the group, as ',a,b,'.")
+    grading_confidence = models.FloatField(null=True, blank=True)
+    agreement = models.FloatField(null=True, blank=True, help_text="Lowest Kendall tau-b, annotator vs grader.")
+    human_disagrees = models.BooleanField(null=True, blank=True)
+    review_state = models.CharField(max_length=16, default="unreviewed", db_default="unreviewed",
+                                    help_text="One of webapp.triage.REVIEW_STATES.")
 
     class Meta:
         constraints = [
@@ -67,6 +79,10 @@ class Group(models.Model):
         indexes = [
             models.Index(fields=["batch", "label", "id"]),
             models.Index(fields=["batch", "pass_rate", "id"]),
+            models.Index(fields=["batch", "grading_confidence", "id"], name="group_triage_confidence"),
+            models.Index(fields=["batch", "agreement", "id"], name="group_triage_agreement"),
+            # a state filter in the default order; a rare state (disputed) is counted without a scan
+            models.Index(fields=["batch", "review_state", "group_id"], name="group_triage_state"),
         ]
 
     def __str__(self):

@@ -5,7 +5,14 @@ once to HTML with Pygments, then kept in an LRU keyed by a digest of the
 patch text, so identical patches across trajectories and repeated page
 views cost nothing. Rendering is capped (lines per file, lines per patch,
 characters per line): a 100,000-line patch shows its first lines and a link
-that pages through the rest (``file_rows``).
+that pages through the rest (``file_rows``). Lines are highlighted
+(``highlight``) and, inside paired removed and added lines, what changed is
+marked (``worddiff``).
+
+A view holds what the group page needs of a patch (its files without their
+hunks, the rendered HTML, the key of its change for equivalence classes):
+``webapp.review.renders`` keeps that in the database, so that a patch is
+parsed and highlighted once for every web process.
 """
 
 from __future__ import annotations
@@ -13,18 +20,29 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlencode
 
 from django.urls import reverse
-from pygments.lexers import get_lexer_for_filename
-from pygments.styles import get_style_by_name
-from pygments.token import STANDARD_TYPES
-from pygments.util import ClassNotFound
 
-from grading.diffs import BINARY, LARGE_FILE, MARKER_LABELS, STRAY_FILE, FileDiff, Hunk, ParsedPatch, parse_patch
+from grading.diffs import (
+    BINARY,
+    LARGE_FILE,
+    MARKER_LABELS,
+    STRAY_FILE,
+    FileDiff,
+    Hunk,
+    ParsedPatch,
+    change_key,
+    parse_patch,
+)
+from webapp.review.highlight import highlight
 from webapp.review.text import escape
+from webapp.review.worddiff import line_marks
+
+# Bump whenever the HTML a patch renders to changes (markup, caps, highlighting):
+# renders stored under another version are made again.
+RENDERER_VERSION = 2
 
 FILE_LINES = 300  # lines of one file shown before "load the rest"
 PATCH_LINES = 1500  # lines of one patch shown on the group page, all files together
@@ -33,9 +51,6 @@ LINE_CHARS = 1000  # characters of one line shown; the raw patch has the rest
 PAGE_LINES = 2000  # lines per "load the rest" page
 CACHE_BYTES = 256 * 1024 * 1024  # rough budget of the patch cache
 
-# Class names that no Pygments token class uses (those are short: "c", "dl", ...).
-PYGMENTS_STYLE = "default"  # static/css/pygments.css is generated from the same style
-_STYLE = get_style_by_name(PYGMENTS_STYLE)
 # Cached HTML is shared by every trajectory with the same patch; links in it
 # carry this mark where the trajectory's pk goes. Escaped data never holds "<".
 PK_MARK = "<!--trajectory-->"
@@ -45,74 +60,6 @@ SIGN_CLASS = {"+": "add", "-": "del", " ": "ctx"}
 
 def digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
-
-
-# --- highlighting ------------------------------------------------------------------
-
-@lru_cache(maxsize=512)
-def _lexer(key: str):
-    try:
-        lexer = get_lexer_for_filename(key, stripnl=False, stripall=False, ensurenl=True)
-    except ClassNotFound:
-        return None
-    return None if lexer.name == "Text only" else lexer
-
-
-def lexer_for(path: str):
-    name = path.rsplit("/", 1)[-1]
-    ext = name.rsplit(".", 1)[-1] if "." in name.strip(".") else ""
-    return _lexer(f"x.{ext}" if ext else name)
-
-
-@lru_cache(maxsize=1024)
-def _token_class(ttype) -> str:
-    """The CSS class of a token type, or "" when the style gives it no look (no span needed)."""
-    while ttype not in STANDARD_TYPES:
-        ttype = ttype.parent
-    look = _STYLE.style_for_token(ttype)
-    if STANDARD_TYPES[ttype] in ("w", "err") or not any(look[k] for k in ("color", "bold", "italic", "underline")):
-        return ""
-    return STANDARD_TYPES[ttype]
-
-
-def highlight(path: str, texts: list[str]) -> list[str]:
-    """One escaped, highlighted HTML fragment per line of `texts`.
-
-    The lines of a hunk are lexed together (a string or comment spanning lines
-    stays one token) and split back at newlines; if the lexer does not give
-    back the same number of lines, the lines are only escaped."""
-    lexer = lexer_for(path)
-    if lexer is None or not texts:
-        return [escape(t) for t in texts]
-    # Pygments turns a lone \r into a newline; keep the line count exact.
-    source = "\n".join(t.replace("\r", "\u240d") for t in texts)
-    lines: list[list[str]] = [[]]
-    current, run = "", []  # adjacent tokens of one class share a span
-
-    def flush():
-        if run:
-            text = escape("".join(run))
-            lines[-1].append(f'<span class="{current}">{text}</span>' if current else text)
-            run.clear()
-
-    for ttype, value in lexer.get_tokens(source):
-        cls = _token_class(ttype)
-        if cls != current:
-            flush()
-            current = cls
-        parts = value.split("\n")
-        for i, part in enumerate(parts):
-            if i:
-                flush()
-                lines.append([])
-            if part:
-                run.append(part)
-    flush()
-    if len(lines) == len(texts) + 1 and not lines[-1]:
-        lines.pop()  # ensurenl's newline
-    if len(lines) != len(texts):
-        return [escape(t) for t in texts]
-    return ["".join(parts) for parts in lines]
 
 
 # --- one file -----------------------------------------------------------------------
@@ -130,7 +77,9 @@ def _render_lines(path: str, hunk: Hunk, start: int, stop: int) -> str:
     for _, text in lines:
         cut.append(max(0, len(text) - LINE_CHARS))
         texts.append(text[:LINE_CHARS])
-    html = highlight(path, texts)
+    # Pairs are found over the whole hunk, so that a page boundary does not split one.
+    marks = line_marks([kind for kind, _ in hunk.lines], [text for _, text in hunk.lines], range(start, stop))
+    html = highlight(path, texts, {i - start: found for i, found in marks.items() if start <= i < stop})
     flags = dict(hunk.line_markers)
     numbers = hunk.line_numbers()[start:stop]
     out = []
@@ -161,15 +110,18 @@ def hunks_html(path: str, hunks) -> str:
 
 @dataclass
 class FileView:
-    """One file of one patch as the group page shows it. ``html`` is safe
-    markup (escaped by us); ``more_from`` is the row offset of the first row
-    not shown, None when all is shown."""
+    """One file of one patch as the group page shows it. ``diff`` is the file's
+    parse without its hunks (status, counts, markers: what the page says of it;
+    ``PatchView.file_diff`` has the hunks), ``index`` its place in the patch's
+    files. ``html`` is safe markup (escaped by us); ``more_from`` is the row
+    offset of the first row not shown, None when all is shown."""
 
     diff: FileDiff
     html: str
     rows: int
     more_from: int | None
     shown: int = 0
+    index: int = 0
 
     def html_for(self, trajectory_pk: int) -> str:
         return self.html.replace(PK_MARK, str(trajectory_pk)) if PK_MARK in self.html else self.html
@@ -191,6 +143,12 @@ def _rows_url(path: str, start: int, count: int) -> str:
     return f"{escape(before)}/{PK_MARK}/{escape(after)}?{escape(query)}"
 
 
+def hunk_anchor(trajectory_pk: int | str, path: str, index: int) -> str:
+    """The id of a trajectory's hunk on the group page (what search hits link to):
+    the `index`th hunk of file `path`."""
+    return f"hunk-{trajectory_pk}-{digest(path)[:12]}-{index}"
+
+
 def render_file(f: FileDiff, budget: int, lazy: bool = True) -> FileView:
     """Hunks of `f` as collapsible blocks, at most min(budget, FILE_LINES) lines.
     With `lazy`, a hunk longer than HUNK_OPEN_LINES starts closed and empty, and
@@ -200,14 +158,16 @@ def render_file(f: FileDiff, budget: int, lazy: bool = True) -> FileView:
     rows = file_row_count(f)
     out, shown, offset = [], 0, 0
     more_from = None
-    for hunk in f.hunks:
+    for index, hunk in enumerate(f.hunks):
         size = len(hunk.lines)
         marked = " marked" if hunk.markers else ""
+        # only a trajectory's hunks (lazy ones) have an id: a reference patch has no pk to put in it
+        anchor = f' id="{hunk_anchor(PK_MARK, f.path, index)}"' if lazy else ""
         summary = f'<summary>{_hunk_summary(hunk)}<span class="len">{size} lines</span></summary>'
         if lazy and HUNK_OPEN_LINES < size <= PAGE_LINES:
             url = _rows_url(f.path, offset + 1, size)
             out.append(f'<details class="hunk lazy{marked}" hx-get="{url}" hx-trigger="toggle once" '
-                       f'hx-target="find pre" hx-swap="innerHTML">{summary}<pre class="code hl" hx-disable>'
+                       f'hx-target="find pre" hx-swap="innerHTML"{anchor}>{summary}<pre class="code hl" hx-disable>'
                        f'<span class="ln hdr"><a href="{url}">Show these {size} lines</a></span></pre></details>')
             offset += 1 + size
             continue
@@ -216,7 +176,7 @@ def render_file(f: FileDiff, budget: int, lazy: bool = True) -> FileView:
             break
         take = min(size, limit - shown)
         is_open = " open" if size <= HUNK_OPEN_LINES or take < size else ""
-        out.append(f'<details class="hunk{marked}"{is_open}>{summary}'
+        out.append(f'<details class="hunk{marked}"{anchor}{is_open}>{summary}'
                    f'<pre class="code hl" hx-disable>{_render_lines(f.path, hunk, 0, take)}</pre></details>')
         shown += take
         if take < size:
@@ -252,35 +212,70 @@ def file_rows(f: FileDiff, start: int, count: int = PAGE_LINES) -> tuple[str, in
 
 @dataclass
 class PatchView:
+    """A patch as the group page shows it. ``parsed`` is its parse without the
+    hunks (files, counts, markers, error), ``files`` its rendered files by path,
+    ``change`` a digest of what makes two patches the same change
+    (``grading.diffs.change_key``). The group page needs no hunks: ``full``
+    parses the text again when they are asked for, if this view came from bytes."""
+
     key: str
     text: str
     parsed: ParsedPatch
+    change: str
     files: dict[str, FileView] = field(default_factory=dict)
     size: int = 0
+    _full: ParsedPatch | None = field(default=None, repr=False)
 
     @property
     def error(self) -> str | None:
         return self.parsed.error
+
+    @property
+    def full(self) -> ParsedPatch:
+        """The whole parse, hunks included."""
+        if self._full is None:
+            self._full = parse_patch(self.text)
+        return self._full
+
+    def file_diff(self, path: str) -> FileDiff | None:
+        """The rendered file at `path`, hunks included; None if the patch has no such file."""
+        fv = self.files.get(path)
+        return None if fv is None else self.full.files[fv.index]
+
+
+def view_key(patch_digest: str, lazy: bool) -> str:
+    return patch_digest + ("" if lazy else ":eager")
 
 
 def _budget_order(f: FileDiff):
     return (bool(f.markers & {STRAY_FILE, LARGE_FILE, BINARY}), f.added + f.removed)
 
 
+def _outline(f: FileDiff) -> FileDiff:
+    return replace(f, hunks=())
+
+
+def size_of(text: str, files: dict[str, FileView]) -> int:
+    """What a view costs in memory, roughly: the text, its parse, the HTML."""
+    return 3 * len(text) + sum(len(fv.html) for fv in files.values())
+
+
 def build_patch_view(text: str, key: str, lazy: bool = True) -> PatchView:
     parsed = parse_patch(text)
-    view = PatchView(key=key, text=text, parsed=parsed)
     # The line budget goes to the change itself first: small files before big
     # ones, leftovers (build output, stray scripts, huge files) last.
     budget = PATCH_LINES
-    rendered = {}
-    for f in sorted(parsed.files, key=_budget_order):
+    rendered: dict[str, FileView] = {}
+    for i in sorted(range(len(parsed.files)), key=lambda i: _budget_order(parsed.files[i])):
+        f = parsed.files[i]
         if f.path not in rendered:
-            rendered[f.path] = render_file(f, budget, lazy)
-            budget = max(0, budget - rendered[f.path].shown)
-    view.files = {f.path: rendered[f.path] for f in parsed.files if f.path in rendered}
-    view.size = 3 * len(text) + sum(len(fv.html) for fv in view.files.values())
-    return view
+            fv = render_file(f, budget, lazy)
+            rendered[f.path] = replace(fv, diff=_outline(f), index=i)
+            budget = max(0, budget - fv.shown)
+    files = {f.path: rendered[f.path] for f in parsed.files if f.path in rendered}
+    outline = ParsedPatch(files=tuple(_outline(f) for f in parsed.files), error=parsed.error)
+    return PatchView(key=key, text=text, parsed=outline, change=digest(repr(change_key(parsed, text))),
+                     files=files, size=size_of(text, files), _full=parsed)
 
 
 class _LRU:
@@ -320,15 +315,12 @@ _digests: OrderedDict[str, str] = OrderedDict()  # trajectory content_hash -> pa
 _digests_lock = threading.Lock()
 
 
-def patch_view(text: str, key: str | None = None, lazy: bool = True) -> PatchView:
-    """The cached view of `text` (`key`, its digest, when the caller has it).
-    Not `lazy`: every hunk rendered, for patches shown without a trajectory."""
-    key = (key or digest(text)) + ("" if lazy else ":eager")
-    view = _views.get(key)
-    if view is None:
-        view = build_patch_view(text, key, lazy)
-        _views.put(key, view)
-    return view
+def cached_view(key: str) -> PatchView | None:
+    return _views.get(key)
+
+
+def keep(view: PatchView) -> None:
+    _views.put(view.key, view)
 
 
 def cached_view_for_hash(content_hash: str) -> PatchView | None:
@@ -338,14 +330,14 @@ def cached_view_for_hash(content_hash: str) -> PatchView | None:
     return _views.get(key) if key else None
 
 
-def remember(content_hash: str, text: str) -> PatchView:
-    key = digest(text)
+def remember(content_hash: str, view: PatchView) -> None:
+    """Keep the view of a trajectory's patch, found again by its content hash."""
     with _digests_lock:
-        _digests[content_hash] = key
+        _digests[content_hash] = view.key
         _digests.move_to_end(content_hash)
         while len(_digests) > 100_000:
             _digests.popitem(last=False)
-    return patch_view(text, key)
+    keep(view)
 
 
 def clear_caches() -> None:

@@ -1,8 +1,11 @@
 """The N-way comparison of one group: columns (trajectories) by rows (files).
 
-Built from cached patch views; what depends on the whole group (file
-alignment, files unique to one passing trajectory, equivalence classes) is
-cached too, keyed by the group's (trajectory id, patch digest, passed) tuple.
+Built from patch views, cached in-process and, for every web process, in
+the render store (``renders``): a group opened for the first time parses
+and highlights nothing whose render is stored. What depends on the whole
+group (file alignment, files unique to one passing trajectory, equivalence
+classes) comes from the views without parsing and is cached in-process,
+keyed by the group's (trajectory id, patch digest, passed) tuple.
 """
 
 from __future__ import annotations
@@ -11,8 +14,8 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from grading.diffs import align_files, equivalence_classes, unique_files
-from webapp.review import diffview, selectors
+from grading.diffs import align_files, classes_by_key, unique_files
+from webapp.review import diffview, renders, selectors
 
 
 @dataclass(eq=False)
@@ -25,6 +28,13 @@ class Column:
     unique_paths: set = field(default_factory=set)
     messages: int | None = None  # transcript length, for data without num_turns
     grade: object = None  # the grader's verdict on this trajectory (review.ranking.GradeCell)
+    pin_slot: int | None = None  # its place among the pinned columns (review.columns.arrange)
+    is_reference = False  # review.columns.ReferenceColumn is the other kind of column
+
+    @property
+    def classes(self) -> str:
+        pinned = "" if self.pin_slot is None else f" pinned pin-{self.pin_slot}"
+        return f"col {'pass' if self.passed else 'fail'}{pinned}"
 
     @property
     def tid(self) -> str:
@@ -122,7 +132,7 @@ def _analysis(key: tuple, views: dict[str, diffview.PatchView], passing: list[st
     result = Analysis(
         paths=[(row.path, row.touched_by) for row in rows],
         unique=unique_files(parsed, passing) if len(passing) > 1 else {},
-        classes=equivalence_classes({tid: v.text for tid, v in views.items()}),
+        classes=classes_by_key({tid: (v.key, v.change) for tid, v in views.items()}),
     )
     with _lock:
         _analyses[key] = result
@@ -132,15 +142,34 @@ def _analysis(key: tuple, views: dict[str, diffview.PatchView], passing: list[st
 
 
 def load_views(trajectories) -> dict[int, diffview.PatchView]:
-    """Patch views by trajectory pk; patch text is read only for those not cached."""
+    """Patch views by trajectory pk: from this process's cache, else from the render
+    store (which renders what it lacks). Patch text is read only for those not cached."""
     views = {t.pk: diffview.cached_view_for_hash(t.content_hash) for t in trajectories}
-    missing = [pk for pk, v in views.items() if v is None]
+    missing = [t for t in trajectories if views[t.pk] is None]
     if missing:
-        texts = selectors.patches(missing)
-        by_pk = {t.pk: t for t in trajectories}
-        for pk in missing:
-            views[pk] = diffview.remember(by_pk[pk].content_hash, texts[pk])
+        texts = selectors.patches(t.pk for t in missing)
+        digests = {t.pk: diffview.digest(texts[t.pk]) for t in missing}
+        for batch_id in {t.batch_id for t in missing}:
+            ours = [t for t in missing if t.batch_id == batch_id]
+            found = renders.views({digests[t.pk]: texts[t.pk] for t in ours}, batch_id=batch_id)
+            for t in ours:
+                views[t.pk] = found[digests[t.pk]]
+                diffview.remember(t.content_hash, views[t.pk])
     return views
+
+
+def reference_view(group) -> diffview.PatchView | None:
+    """The group's reference patch with every hunk rendered, found as `load_views` finds
+    a trajectory's; None without one."""
+    text = group.reference_patch
+    if not text:
+        return None
+    patch_digest = diffview.digest(text)
+    view = diffview.cached_view(diffview.view_key(patch_digest, lazy=False))
+    if view is None:
+        view = renders.views({patch_digest: text}, batch_id=group.batch_id, lazy=False)[patch_digest]
+        diffview.keep(view)
+    return view
 
 
 _message_counts: OrderedDict[tuple[int, str], int | None] = OrderedDict()

@@ -23,12 +23,8 @@ def more_link(trajectory_pk: int, path: str, start: int, total: int) -> str:
             f'hx-swap="outerHTML">{label}</a></div>')
 
 
-def render_cell(cell) -> str:
-    c, f = cell.column, cell.file
-    classes = "col " + ("pass" if c.passed else "fail") + (" unique" if cell.unique else "") + ("" if f else " blank")
-    if f is None:
-        return f'<td class="{classes}"></td>'
-    d = f.diff
+def _file_head(cell) -> list[str]:
+    d = cell.file.diff
     head = [f'<span class="status st-{escape(d.status)}">{escape(d.status)}</span>']
     if d.status == "renamed":
         head.append(f' <span class="muted mono">from {escape(d.old_path or "")}</span>')
@@ -36,7 +32,19 @@ def render_cell(cell) -> str:
                 f'<span class="minus">−{d.removed}</span></span> ')
     if cell.unique:
         head.append('<span class="badge uniq">only here</span>')
-    head.append(f.badges)
+    head.append(cell.file.badges)
+    return head
+
+
+def render_cell(cell) -> str:
+    c, f = cell.column, cell.file
+    classes = c.classes + (" unique" if cell.unique else "") + ("" if f else " blank")
+    if f is None:
+        return f'<td class="{classes}"></td>'
+    if c.is_reference:
+        return f'<td class="{classes}"><div class="file-head">{"".join(_file_head(cell))}</div>{f.html}</td>'
+    head = _file_head(cell)
+    d = f.diff
     if c.same_as and c.same_kind == "identical":
         body = f'<div class="same-note">Identical to <b>{escape(c.same_as)}</b>.</div>'
     elif c.same_as:
@@ -50,6 +58,7 @@ def render_cell(cell) -> str:
 
 
 def render_body(rows, n_columns: int) -> str:
+    """The rows of the matrix; `n_columns`: how many trajectories are shown."""
     if not rows:
         return (f'<tr><th class="pin">No files</th><td class="empty" colspan="{n_columns}">'
                 "No trajectory changed a file.</td></tr>")

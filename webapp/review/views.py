@@ -15,10 +15,12 @@ from webapp.annotation.panel import RankingPage
 from webapp.batches import selectors as listing
 from webapp.batches.forms import GroupFilterForm
 from webapp.models import Group
+from webapp.review import columns as layout
 from webapp.review import diffview, groupview, matrix, selectors, transcripts
 from webapp.review.markdown import statement
 from webapp.review.selectors import trajectory_or_404
 from webapp.roles import reader_required
+from webapp.triage import triage_columns
 
 QUERY_INT_MAX = 2**31 - 1  # past any turn, part offset or patch row; what every database takes
 
@@ -33,8 +35,12 @@ def query_int(value, default=0) -> int:
 
 
 def _with_query(url: str, params: dict) -> str:
+    """`url` with `params` as its query: a list value repeats its key; empty values are left out."""
     qd = QueryDict(mutable=True)
-    qd.update({k: v for k, v in params.items() if v})
+    for key, value in params.items():
+        values = value if isinstance(value, list) else [value]
+        if any(values):
+            qd.setlist(key, [v for v in values if v])
     return f"{url}?{qd.urlencode()}" if qd else url
 
 
@@ -44,38 +50,80 @@ def _default_pair(columns):
     return (ordered + [None, None])[:2]
 
 
+def _toggle(items, item) -> set:
+    return set(items) ^ {item}
+
+
+def _layout_controls(path: str, here: dict, choice: layout.Choice, ordered, shown: layout.Layout) -> dict:
+    """What the matrix's layout controls need: links that change one thing of `choice` and
+    keep the rest of the query (`here`), and the picker form's hidden fields."""
+
+    def url(**changes) -> str:
+        return _with_query(path, {**here, **choice.params(**changes)})
+
+    kept = {**here, **choice.carried()}  # all strings: the pins and hides are the form's own boxes
+    return {
+        "choice": choice,
+        "max_pinned": layout.MAX_PINNED,
+        "n_pinned": len(shown.pinned),
+        "column_links": {c.trajectory.pk: {"pin": url(pinned=_toggle(choice.pinned, c.trajectory.pk)),
+                                           "hide": url(hidden=_toggle(choice.hidden, c.trajectory.pk))}
+                         for c in ordered},
+        "layout_links": {"reference": url(reference=not choice.reference), "compact": url(compact=not choice.compact),
+                         "wrap": url(wrap=not choice.wrap), "reset": _with_query(path, here)},
+        "hidden_fields": [(key, value) for key, value in kept.items() if value],
+    }
+
+
 @require_GET
 @reader_required
 def group(request, pk):
     return render_group_page(request, selectors.group_for_page(pk, request.user))
 
 
-def render_group_page(request, group, *, submitted: RankingInput | None = None, error: str = "", status: int = 200):
-    """The group page; a refused save shows it again with the ranking as sent and the error."""
-    flt = GroupFilterForm(request.GET).to_filter()
+def render_group_page(request, group, *, submitted: RankingInput | None = None, error: str = "", status: int = 200,
+                      template: str = "review/group.html", context: dict | None = None):
+    """The group page; a refused save shows it again with the ranking as sent and the error.
+    A page built on it (the auditor's page) names its `template`, which extends the group
+    page's, and adds its `context`.
+    The query string holds the list filter (for next/previous), "hide failing" and the
+    matrix's layout (review.columns)."""
+    flt = GroupFilterForm(request.GET, columns=triage_columns(request.user, group.batch)).to_filter()
     params = flt.params()
     hide_failing = request.GET.get("failing") == "hide"
     trajectories = selectors.group_trajectories(group)
     ranking = RankingPage.load(request.user, group, trajectories, submitted=submitted, error=error)
     columns, rows = groupview.build(trajectories, ranking.advantages)
     ranking.attach(columns)
+    reference = groupview.reference_view(group)
+    choice = layout.parse(request.GET, {c.trajectory.pk: c.tid for c in columns}, has_reference=reference is not None)
+    ordered = layout.default_order(columns, ranking.final)
+    shown = layout.arrange(ordered, rows, choice, reference)
     prev_pk, next_pk = listing.neighbours(group, flt)
-    nav = {**params, "failing": "hide" if hide_failing else ""}
-    first, second = _default_pair(columns)
-    return render(request, "review/group.html", {
+    here = {**params, "failing": "hide" if hide_failing else ""}
+    nav = {**here, **choice.carried()}
+    first, second = _default_pair(ordered)
+    return render(request, template, {
+        **(context or {}),
         "group": group,
         "batch": group.batch,
-        "columns": columns,
-        "rows": rows,
-        "matrix_body": matrix.render_body(rows, len(columns)),
+        "columns": shown.columns,
+        "matrix_columns": shown.matrix_columns,
+        "all_columns": ordered,
+        "rows": shown.rows,
+        "counts": shown.counts,
+        "matrix_body": matrix.render_body(shown.rows, len(shown.columns)),
         "n_passing": sum(c.passed for c in columns),
+        "order_note": layout.order_note(ranking.final, hidden=ranking.seen.hide_grader or ranking.seen.hide_others),
+        **_layout_controls(request.path, here, choice, ordered, shown),
         "hide_failing": hide_failing,
-        "toggle_failing_url": _with_query(request.path, {**params, "failing": "" if hide_failing else "hide"}),
+        "toggle_failing_url": _with_query(request.path, {**params, "failing": "" if hide_failing else "hide",
+                                                         **choice.params()}),
         "batch_url": _with_query(reverse("batch", args=[group.batch_id]), params),
         "prev_url": _with_query(reverse("group", args=[prev_pk]), nav) if prev_pk else None,
         "next_url": _with_query(reverse("group", args=[next_pk]), nav) if next_pk else None,
         "statement": statement(group.statement),
-        "reference": diffview.patch_view(group.reference_patch, lazy=False) if group.reference_patch else None,
+        "reference": reference,
         "pair": (first, second),
         "marker_labels": sorted(MARKER_LABELS.items()),
         "ranking": ranking,
@@ -93,7 +141,7 @@ def group_interdiff(request, pk):
     except (KeyError, ValueError):
         raise Http404("choose two trajectories of this group") from None
     views = groupview.load_views([a, b])
-    files = interdiff(views[a.pk].parsed, views[b.pk].parsed)
+    files = interdiff(views[a.pk].full, views[b.pk].full)
     context = {"group": group, "batch": group.batch, "a": a, "b": b, "files": files,
                "trajectories": trajectories.values(), "changed": sum(f.status != "same" for f in files)}
     if request.htmx and not request.htmx.history_restore_request:
@@ -113,7 +161,7 @@ def patch_file(request, pk):
     if fv is None:
         raise Http404("no such file in this patch")
     start, count = query_int(request.GET.get("start"), 0), query_int(request.GET.get("count"), diffview.PAGE_LINES)
-    html, next_start = diffview.file_rows(fv.diff, start, min(count, diffview.PAGE_LINES) or 1)
+    html, next_start = diffview.file_rows(view.file_diff(path), start, min(count, diffview.PAGE_LINES) or 1)
     context = {"trajectory": trajectory, "group": trajectory.group, "file": fv, "path": path,
                "html": html, "start": start, "next_start": next_start}
     if request.htmx and not request.htmx.history_restore_request:
@@ -158,7 +206,7 @@ def transcript(request, pk):
     context = {"trajectory": trajectory, "group": trajectory.group, "page": page, "q": query, "start": start}
     if request.htmx and not request.htmx.history_restore_request:
         # "next turns" appends turns, the search form replaces the results, a first load the panel
-        if start:
+        if start and request.htmx.target != "transcript":  # the group page's panel loads at a search hit's turn
             template = "review/_turns.html"
         elif request.htmx.target == f"turns-{pk}":
             template = "review/_results.html"

@@ -1,6 +1,7 @@
 """Who may call what: no token, a wrong or revoked token, a role that may not, a user with no role."""
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
 from tests.django_fixtures import make_user
@@ -18,6 +19,8 @@ def calls(sample_batch):
         "batches_list": ("get", "/api/batches", None),
         "batch_status": ("get", f"/api/batches/{pk}", None),
         "batch_upload": ("post", "/api/batches?name=new", b""),
+        "batch_import_files": ("form", "/api/batches/import?name=new&format=jsonl",
+                               {"paths": SimpleUploadedFile("a.jsonl", b"{}")}),
         "grading_launch": ("post", f"/api/batches/{pk}/gradings", {"grader": "heuristic"}),
         "advantages": ("get", f"/api/batches/{pk}/advantages", None),
         "export_launch": ("post", f"/api/batches/{pk}/exports", {}),
@@ -31,6 +34,8 @@ def calls(sample_batch):
 def call(client, method, path, body, headers):
     if method == "get":
         return client.get(path, headers=headers)
+    if method == "form":  # multipart, files in `body`
+        return client.post(path, body, headers=headers)
     if isinstance(body, bytes):
         return client.post(path, body, content_type="application/x-ndjson", headers=headers)
     return client.post(path, body, content_type="application/json", headers=headers)

@@ -13,8 +13,8 @@ from webapp.models import Grading, GradingRun
 
 pytestmark = pytest.mark.django_db
 
-QUEUED, RUNNING, DONE, FAILED = (Grading.Status.QUEUED, Grading.Status.RUNNING, Grading.Status.DONE,
-                                 Grading.Status.FAILED)
+QUEUED, RUNNING, DONE, FAILED, CANCELLED = (Grading.Status.QUEUED, Grading.Status.RUNNING, Grading.Status.DONE,
+                                            Grading.Status.FAILED, Grading.Status.CANCELLED)
 
 
 @pytest.fixture
@@ -219,8 +219,8 @@ def test_status_counts_per_run_newest_first_with_failures(tmp_path, sent):
     second = launch(batch, regrade=True).run
     [newest, older] = batch_grading_status(batch)
     assert (newest.run, older.run) == (second, first)
-    assert newest.counts == {QUEUED: 3, RUNNING: 0, DONE: 0, FAILED: 0} and newest.active
-    assert older.counts == {QUEUED: 0, RUNNING: 0, DONE: 2, FAILED: 1} and not older.active
+    assert newest.counts == {QUEUED: 3, RUNNING: 0, DONE: 0, FAILED: 0, CANCELLED: 0} and newest.active
+    assert older.counts == {QUEUED: 0, RUNNING: 0, DONE: 2, FAILED: 1, CANCELLED: 0} and not older.active
     assert [f["group__group_id"] for f in older.failures] == ["b-0000"]
 
 

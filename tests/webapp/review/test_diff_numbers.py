@@ -69,7 +69,8 @@ def test_the_interdiff_shows_only_the_changes_numbered_and_highlighted(client, r
     assert '<span class="hh">@@ -17,7 +17,7 @@</span>' in html and '<span class="hh">@@ -307,7 +307,7 @@</span>' in html
     changed = [row for row in rows(html) if row[0] != "ctx"]
     assert changed == [("del", 20, None), ("add", None, 20), ("del", 310, None), ("add", None, 310)]
-    assert '<span class="c1"># fixed by A</span>' in html  # Pygments, as in the matrix
+    # Pygments, as in the matrix, and the comment A added marked as what changed in the line
+    assert '<span class="c1"><mark># fixed by A</mark></span>' in html
     assert "-@@" not in html and "+@@" not in html
 
 

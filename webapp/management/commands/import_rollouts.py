@@ -5,16 +5,28 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Count
 
+from grading.formats import FORMATS
 from grading.rollouts import RolloutFormatError
 from webapp.batches.services import batch_import
 
+FORMAT_HELP = "; ".join(f"{f.name}: {f.paths_are}" for f in FORMATS.values())
+
 
 class Command(BaseCommand):
-    help = "Import rollout files (.jsonl, .jsonl.gz, .jsonl.zst) into a batch, whole or not at all."
+    help = ("Import rollout files into a batch, whole or not at all: the rollout format (.jsonl, "
+            ".jsonl.gz, .jsonl.zst) or, with --from, a format teams already have (docs/rollout-format.md).")
 
     def add_arguments(self, parser):
-        parser.add_argument("paths", nargs="+", help="rollout files, format v1 (docs/rollout-format.md)")
+        parser.add_argument("paths", nargs="+", help="the files (or runs) to import; see --from")
         parser.add_argument("--batch", required=True, help="batch name, e.g. run-7/step-120")
+        parser.add_argument("--from", dest="file_format", choices=list(FORMATS), default="jsonl",
+                            help=f"the format of PATHS (default jsonl). {FORMAT_HELP}")
+        parser.add_argument("--report", dest="reports", action="append", default=[],
+                            help="the evaluation report of a run (swebench, swe-agent, openhands): give "
+                                 "one per path, in the same order; a folder means its report.json files")
+        parser.add_argument("--tasks", dest="tasks", action="append", default=[],
+                            help="a SWE-bench task file (.json or .jsonl): statements and reference "
+                                 "patches for the groups (swebench, swe-agent)")
         parser.add_argument("--append", action="store_true",
                             help="add to the batch if it exists (identical rollouts are skipped); "
                                  "without it an existing name is an error")
@@ -23,7 +35,7 @@ class Command(BaseCommand):
             help="reward at or above which a trajectory passes when the line has no `passed`",
         )
 
-    def handle(self, *args, paths, batch, pass_threshold, append, **options):
+    def handle(self, *args, paths, batch, pass_threshold, append, file_format, reports, tasks, **options):
         started = time.monotonic()
         show_progress = sys.stderr.isatty() and options["verbosity"] > 0
 
@@ -36,6 +48,7 @@ class Command(BaseCommand):
             result = batch_import(
                 paths=paths, batch_name=batch, pass_threshold=pass_threshold, append=append,
                 on_progress=progress if show_progress else None,
+                file_format=file_format, reports=reports, tasks=tasks,
             )
         except RolloutFormatError as error:
             raise CommandError(f"nothing imported:\n{error}") from None
@@ -46,9 +59,10 @@ class Command(BaseCommand):
 
     def _summary(self, result, seconds):
         batch = result.batch
+        notes = [f"  {line}" for line in result.notes.lines()]
         if result.is_noop:
-            return (f"batch {batch.name!r}: nothing new, {result.unchanged_trajectories} "
-                    "trajectories already imported with identical content")
+            return "\n".join([f"batch {batch.name!r}: nothing new, {result.unchanged_trajectories} "
+                              "trajectories already imported with identical content", *notes])
         labels = dict.fromkeys(("mixed", "all_pass", "all_fail", "singleton"), 0)
         for label, count in _label_counts(batch):
             labels[label] = count
@@ -60,6 +74,7 @@ class Command(BaseCommand):
             + ", ".join(f"{label} {count}" for label, count in labels.items()) + ")",
             f"  trajectories: {batch.n_trajectories}, passed {batch.n_passed} "
             f"(pass rate {batch.pass_rate:.1%})",
+            *notes,
         ])
 
 

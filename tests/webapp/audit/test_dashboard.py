@@ -1,0 +1,226 @@
+"""The grader dashboard: its figures are grading.agreement's on the same data, each CSV is the
+table under its chart, the gold set's drift warning fires on a worse version and not on an
+equal one, labels are escaped, and bad selections are refused with the reason."""
+
+import csv
+import io
+from html.parser import HTMLParser
+
+import pytest
+from django.core.cache import cache
+from django.db.models.functions import Length
+from django.urls import reverse
+from django.utils import timezone
+
+from grading.agreement import rank_correlation_with, summarise
+from grading.evaluation import ReferenceGroup, kendall_tau, proxy_tiers
+from grading.graders.base import GroupView, TrajectoryView
+from grading.rankings import ranks_from_tiers
+from tests.django_fixtures import make_user
+from tests.webapp.annotationdata import GRADER_TIERS, review_batch, save
+from tests.webapp.audit.auditdata import make_set
+from webapp.audit import figures
+from webapp.audit.services import gold_mark, verdict_save
+from webapp.audit.tables import dashboard_tables
+from webapp.models import Grading, GradingRun, Group, Trajectory
+from webapp.roles import ANNOTATOR
+
+pytestmark = pytest.mark.django_db
+
+REVERSED = [["t5"], ["t4"], ["t2", "t3"], ["t1"]]
+HUMAN = [[["t1"], ["t2"], ["t3"], ["t4"], ["t5"]], [["t2", "t1"], ["t5"], ["t3", "t4"]],
+         [["t4"], ["t1"], ["t2"], ["t3"], ["t5"]], [["t1"], ["t3"], ["t2"], ["t5"], ["t4"]]]
+
+
+@pytest.fixture(autouse=True)
+def empty_cache():
+    cache.clear()
+
+
+def graded(group, tiers, version, *, grader="heuristic", status=Grading.Status.DONE, tokens=0, seconds=None):
+    """A grading of `group` by a run of `version`, as a worker leaves it."""
+    now = timezone.now()
+    run = GradingRun.objects.create(batch=group.batch, grader=grader, queue="cpu", grader_version=version)
+    done = status == Grading.Status.DONE
+    return Grading.objects.create(run=run, group=group, status=status, queued_at=now, finished_at=now,
+                                  grader_version=version if done else "", tiers=tiers if done else None,
+                                  tokens=tokens, duration_s=seconds)
+
+
+@pytest.fixture
+def data(tmp_path, annotator, auditor):
+    """Six groups: v1 grades them all as GRADER_TIERS, v2 reversed; humans rank four, two of
+    which are gold; v1 failed once more on task-6."""
+    batch = review_batch(tmp_path, n=6, name="dash")
+    groups = list(Group.objects.filter(batch=batch).order_by("pk"))
+    for i, group in enumerate(groups):
+        graded(group, GRADER_TIERS, "v1", tokens=100 * (i + 1), seconds=float(i + 1))
+        graded(group, REVERSED, "v2")
+    graded(groups[5], None, "v1", status=Grading.Status.FAILED)
+    for group, tiers in zip(groups, HUMAN, strict=False):
+        save(group, annotator, tiers)
+    for group in groups[:2]:
+        gold_mark(group=group, user=auditor)
+    return batch, groups
+
+
+def page(client, user, **params):
+    client.force_login(user)
+    return client.get(reverse("audit_dashboard"), params)
+
+
+def test_the_figures_are_grading_agreements_on_the_same_data(data, client, auditor):
+    batch, groups = data
+    out = figures.ranking_figures(batch, ["v1", "v2"])
+    for version, tiers in (("v1", GRADER_TIERS), ("v2", REVERSED)):
+        assert out[version].agreement == summarise([(human, tiers) for human in HUMAN])
+        assert out[version].graded == 6
+    lengths = dict(Trajectory.objects.filter(group__batch=batch).annotate(n=Length("patch"))
+                   .values_list("pk", "n"))
+    rows = [(ranks_from_tiers(GRADER_TIERS)[t.trajectory_id], lengths[t.pk], str(t.group_id))
+            for t in Trajectory.objects.filter(group__batch=batch, passed=True).order_by("group_id", "trajectory_id")]
+    assert out["v1"].bias["patch_length"] == rank_correlation_with(*zip(*rows, strict=True))
+    view = GroupView("g", "", tuple(TrajectoryView(t.trajectory_id, True, 1.0, t.patch) for t in Trajectory.objects
+                                    .filter(group=groups[0], passed=True).order_by("trajectory_id")))
+    proxy = proxy_tiers(ReferenceGroup(view, groups[0].reference_patch))
+    assert out["v1"].proxy.kendall_tau.value == pytest.approx(kendall_tau(proxy, GRADER_TIERS))
+    assert out["v1"].proxy.groups_with_reference == 6
+    assert (out["v1"].failure.count, out["v1"].failure.n) == (1, 7)
+    assert out["v1"].cost.tokens.mean == pytest.approx(350.0) and out["v1"].cost.seconds.p50 == pytest.approx(3.5)
+
+    html = page(client, auditor, batch=batch.pk).content.decode()
+    tau = out["v1"].agreement.kendall_tau
+    assert f"<td>{tau.value:.4f}</td><td>{tau.interval[0]:.4f}</td><td>{tau.interval[1]:.4f}</td>" in html
+    assert "proxy: similarity to the reference fix" in html
+
+
+def test_verdict_rates_carry_wilson_intervals(tmp_path, auditor, researcher):
+    batch = review_batch(tmp_path, n=4, name="verdicts")
+    for group in Group.objects.filter(batch=batch):
+        graded(group, GRADER_TIERS, "v1")
+    audit_set = make_set(auditor, batch, size=4)
+    for item, verdict in zip(audit_set.items.order_by("position"), ["wrong", "correct", "correct", "correct"],
+                             strict=True):
+        verdict_save(item=item, auditor=auditor, verdict=verdict,
+                     categories=["wrong_scope", "other"] if verdict == "wrong" else [], notes="")
+    rates = figures.verdict_figures(batch, ["v1"])["v1"]
+    wrong = next(r for r in rates.verdicts if r.label == "wrong")
+    assert (wrong.count, wrong.n, wrong.value) == (1, 4, 0.25)
+    assert wrong.interval == pytest.approx((0.0456, 0.6994), abs=1e-4)  # Wilson 1 of 4, as tabulated
+    scope = next(r for r in rates.categories if r.label == "wrong scope judgement")
+    assert (scope.count, scope.n) == (1, 4)
+
+
+def test_each_csv_is_the_table_under_its_chart(data, client, auditor):
+    batch, _ = data
+    html = page(client, auditor, batch=batch.pk, version=["v1", "v2"]).content.decode()
+    tables = dashboard_tables(figures.dashboard(batch, figures.grader_versions(batch),
+                                                all_versions=figures.grader_versions(batch)))
+    shown = html_tables(html)
+    assert set(shown) == {f"table-{name}" for name in tables}
+    for name, table in tables.items():
+        response = client.get(reverse("audit_dashboard_csv", args=[name]),
+                              {"batch": batch.pk, "version": ["v1", "v2"]})
+        assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
+        rows = list(csv.reader(io.StringIO(response.content.decode())))
+        assert rows[0] == table.header
+        assert rows[1:] == table.rows == shown[f"table-{name}"][1:], name
+        assert rows[1:], f"{name} is empty"
+
+
+def test_the_drift_warning_fires_on_a_worse_version_and_not_on_an_equal_one(tmp_path, client, auditor, annotator):
+    batch = review_batch(tmp_path, n=8, name="gold")
+    groups = list(Group.objects.filter(batch=batch).order_by("pk"))
+    for group in groups:
+        save(group, annotator, GRADER_TIERS)
+        gold_mark(group=group, user=auditor)
+        graded(group, GRADER_TIERS, "v1")
+        graded(group, GRADER_TIERS, "v2-same")
+    drift = figures.gold_drift(batch, figures.grader_versions(batch))
+    assert [p.version.version for p in drift.points] == ["v1", "v2-same"] and drift.warnings == []
+    assert drift.points[0].agreement.kendall_tau.value == 1.0 and drift.gold_groups == 8
+    assert "drift-warning" not in page(client, auditor, batch=batch.pk).content.decode()
+
+    for group in groups:  # a planted worse version: it ranks most groups backwards
+        graded(group, REVERSED if group.pk % 4 else GRADER_TIERS, "v3-worse")
+    drift = figures.gold_drift(batch, figures.grader_versions(batch))
+    assert {(w.version, w.previous, w.measure) for w in drift.warnings} == {
+        ("v3-worse", "v2-same", "Kendall tau-b"), ("v3-worse", "v2-same", "pairwise accuracy"),
+        ("v3-worse", "v2-same", "top-1")}
+    html = page(client, auditor, batch=batch.pk).content.decode()
+    assert 'id="drift-warning"' in html and "v3-worse" in html
+
+
+def test_labels_are_escaped(tmp_path, client, auditor):
+    batch = review_batch(tmp_path, n=2, name="<i>batch</i>")
+    for group in Group.objects.filter(batch=batch):
+        graded(group, GRADER_TIERS, "<script>alert(1)</script>", grader="<b>bold</b>")
+    html = page(client, auditor).content.decode()
+    assert "<script>alert(1)" not in html and "<b>bold" not in html and "<i>batch" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;b&gt;bold&lt;/b&gt;" in html
+    assert "<title>Factors · &lt;script&gt;" in html  # inside the SVG too
+
+
+def test_a_bad_selection_is_refused_with_the_reason(data, client, auditor):
+    batch, _ = data
+    response = page(client, auditor, batch="x1")
+    assert response.status_code == 400 and "batch: no batch &#x27;x1&#x27;" in response.content.decode()
+    response = page(client, auditor, batch=batch.pk, version="v9")
+    assert response.status_code == 400 and "version: &#x27;v9&#x27; graded nothing" in response.content.decode()
+    assert client.get(reverse("audit_dashboard_csv", args=["nothing"])).status_code == 404
+    response = client.get(reverse("audit_dashboard_csv", args=["cost"]), {"version": "v9"})
+    assert response.status_code == 400 and response.content.decode() == "version: 'v9' graded nothing in this selection"
+
+
+def test_only_auditors_and_researchers_see_it(data, client):
+    client.force_login(make_user("anna2", ANNOTATOR))
+    assert client.get(reverse("audit_dashboard")).status_code == 403
+    assert client.get(reverse("audit_dashboard_csv", args=["cost"])).status_code == 403
+
+
+def test_the_page_needs_few_queries_cold_and_warm(data, client, auditor, django_assert_max_num_queries):
+    batch, _ = data
+    client.force_login(auditor)
+    for params in ({}, {"batch": batch.pk}):
+        cache.clear()
+        with django_assert_max_num_queries(15):
+            assert client.get(reverse("audit_dashboard"), params).status_code == 200
+        with django_assert_max_num_queries(10):
+            assert client.get(reverse("audit_dashboard"), params).status_code == 200
+
+
+class _Tables(HTMLParser):
+    """Each <table id=...>'s rows as lists of cell texts."""
+
+    def __init__(self):
+        super().__init__()
+        self.tables, self.current, self.row, self.text = {}, None, None, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.current = self.tables.setdefault(dict(attrs).get("id"), [])
+        elif tag == "tr" and self.current is not None:
+            self.row = []
+        elif tag in ("td", "th") and self.row is not None:
+            self.text = ""
+
+    def handle_data(self, data):
+        if self.text is not None:
+            self.text += data
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self.text is not None:
+            self.row.append(self.text)
+            self.text = None
+        elif tag == "tr" and self.row is not None:
+            if not (len(self.row) == 1 and self.row[0] == "Nothing to show."):
+                self.current.append(self.row)
+            self.row = None
+        elif tag == "table":
+            self.current = None
+
+
+def html_tables(html: str) -> dict[str, list[list[str]]]:
+    parser = _Tables()
+    parser.feed(html)
+    return {name: rows for name, rows in parser.tables.items() if name and name.startswith("table-")}

@@ -1,0 +1,172 @@
+"""Server-rendered SVG charts for the audit dashboard: bars with error bars, a line over
+versions with its interval band, a histogram. Readable without JavaScript; each has a
+<title> and a <desc> for screen readers, and every label is escaped (grader versions are
+user-supplied). The table beneath each chart holds its numbers; a chart only draws them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from webapp.audit.figures import COVARIATES, DRIFT_MEASURES, MEASURES, Dashboard
+
+WIDTH = 640
+PLOT_TOP, PLOT_BOTTOM = 30, 170  # y of the plot area's top and bottom
+LEFT, RIGHT = 48, WIDTH - 12
+HEIGHT = 240  # labels under the plot
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    value: float | None  # None: nothing to draw (the table says "undefined")
+    interval: tuple[float, float] | None = None
+
+
+def _y(value: float, low: float, high: float) -> float:
+    return round(PLOT_BOTTOM - (PLOT_BOTTOM - PLOT_TOP) * (value - low) / (high - low), 2)
+
+
+def _frame(title: str, desc: str, body: str, low: float, high: float, *, css: str) -> SafeString:
+    ticks = [low, (low + high) / 2, high]
+    axis = format_html_join("", '<line class="chart-grid" x1="{}" x2="{}" y1="{}" y2="{}"/>'
+                                '<text class="chart-tick" x="{}" y="{}" text-anchor="end">{}</text>',
+                            ((LEFT, RIGHT, _y(t, low, high), _y(t, low, high), LEFT - 4, _y(t, low, high) + 4,
+                              f"{t:g}") for t in ticks))
+    zero = ""
+    if low < 0 < high:
+        zero = format_html('<line class="chart-zero" x1="{}" x2="{}" y1="{}" y2="{}"/>', LEFT, RIGHT,
+                           _y(0, low, high), _y(0, low, high))
+    return format_html(
+        '<svg class="chart {}" viewBox="0 0 {} {}" role="img" xmlns="http://www.w3.org/2000/svg">'
+        '<title>{}</title><desc>{}</desc><text class="chart-title" x="{}" y="16">{}</text>{}{}{}</svg>',
+        css, WIDTH, HEIGHT, title, desc, LEFT, title, axis, zero, mark_safe(body))  # noqa: S308 - built with format_html
+
+
+def _label(x: float, text: str) -> str:
+    short = text if len(text) <= 28 else text[:27] + "…"
+    return format_html('<text class="chart-label" x="{}" y="{}" transform="rotate(20 {} {})">{}</text>',
+                       round(x, 2), PLOT_BOTTOM + 14, round(x, 2), PLOT_BOTTOM + 14, short)
+
+
+def bar_chart(*, title: str, desc: str, bars: list[Bar], low: float = 0.0, high: float = 1.0) -> SafeString:
+    """One bar per entry from the baseline (0, or `low` when 0 is outside), with a whisker
+    over its interval."""
+    step = (RIGHT - LEFT) / max(len(bars), 1)
+    base = _y(min(max(0.0, low), high), low, high)
+    parts = []
+    for i, bar in enumerate(bars):
+        x = LEFT + i * step
+        centre = x + step / 2
+        if bar.value is not None:
+            top = _y(bar.value, low, high)
+            parts.append(format_html('<rect class="chart-bar" x="{}" y="{}" width="{}" height="{}">'
+                                     "<title>{}: {}</title></rect>", round(x + step * 0.2, 2), min(top, base),
+                                     round(step * 0.6, 2), round(abs(base - top), 2), bar.label, _value(bar)))
+        if bar.interval is not None:
+            y1, y2 = _y(bar.interval[0], low, high), _y(bar.interval[1], low, high)
+            parts.append(format_html('<path class="chart-whisker" d="M{} {}V{}M{} {}h{}M{} {}h{}"/>',
+                                     round(centre, 2), y1, y2, round(centre - 5, 2), y1, 10, round(centre - 5, 2),
+                                     y2, 10))
+        parts.append(_label(centre - step * 0.3, bar.label))
+    return _frame(title, desc, "".join(parts), low, high, css="chart-bars")
+
+
+def line_chart(*, title: str, desc: str, points: list[Bar], low: float = -1.0, high: float = 1.0) -> SafeString:
+    """Points in order (versions over time) joined by a line, over the band of their intervals."""
+    step = (RIGHT - LEFT) / max(len(points), 1)
+    xs = [LEFT + step * (i + 0.5) for i in range(len(points))]
+    shown = [(x, p) for x, p in zip(xs, points, strict=True) if p.value is not None]
+    banded = [(x, p) for x, p in shown if p.interval is not None]
+    parts = []
+    if banded:
+        upper = [f"{round(x, 2)},{_y(p.interval[1], low, high)}" for x, p in banded]
+        lower = [f"{round(x, 2)},{_y(p.interval[0], low, high)}" for x, p in reversed(banded)]
+        parts.append(format_html('<polygon class="chart-band" points="{}"/>', " ".join(upper + lower)))
+    if shown:
+        parts.append(format_html('<polyline class="chart-line" points="{}"/>',
+                                 " ".join(f"{round(x, 2)},{_y(p.value, low, high)}" for x, p in shown)))
+    parts += [format_html('<circle class="chart-point" cx="{}" cy="{}" r="4"><title>{}: {}</title></circle>',
+                          round(x, 2), _y(p.value, low, high), p.label, _value(p)) for x, p in shown]
+    parts += [_label(x - step * 0.3, p.label) for x, p in zip(xs, points, strict=True)]
+    return _frame(title, desc, "".join(parts), low, high, css="chart-line-over")
+
+
+def histogram_chart(*, title: str, desc: str, edges: list[float], counts: list[int]) -> SafeString:
+    """Counts per bin, bins laid side by side from the first edge to the last."""
+    top = max(counts, default=0) or 1
+    step = (RIGHT - LEFT) / max(len(counts), 1)
+    parts = [format_html('<rect class="chart-bar" x="{}" y="{}" width="{}" height="{}"><title>{} to {}: {}</title>'
+                         "</rect>", round(LEFT + i * step + 0.5, 2), _y(count, 0, top), round(max(step - 1, 0.5), 2),
+                         round(PLOT_BOTTOM - _y(count, 0, top), 2), f"{edges[i]:.3g}", f"{edges[i + 1]:.3g}", count)
+             for i, count in enumerate(counts)]
+    if edges:
+        parts += [format_html('<text class="chart-label" x="{}" y="{}" text-anchor="middle">{}</text>', x,
+                              PLOT_BOTTOM + 16, f"{edge:.3g}")
+                  for x, edge in ((LEFT, edges[0]), ((LEFT + RIGHT) / 2, (edges[0] + edges[-1]) / 2),
+                                  (RIGHT, edges[-1]))]
+    return _frame(title, desc, "".join(parts), 0, top, css="chart-histogram")
+
+
+def _value(bar: Bar) -> str:
+    text = f"{bar.value:.3f}"
+    return text + (f" [{bar.interval[0]:.3f}, {bar.interval[1]:.3f}]" if bar.interval else "")
+
+
+# --- the dashboard's charts ------------------------------------------------------------------
+
+
+def dashboard_charts(d: Dashboard) -> dict[str, list[SafeString]]:
+    """The charts above each of the dashboard's tables (`webapp.audit.tables`), by table name."""
+    versions = d.versions
+
+    def bars(estimates):
+        return [Bar(label, e.value, e.interval) for label, e in estimates]
+
+    charts: dict[str, list[SafeString]] = {
+        "agreement": [bar_chart(title=f"{label} with human rankings", desc=f"{label} per grader version, mean over "
+                                "groups with a 95% bootstrap interval", low=-1.0 if key in ("kendall_tau", "spearman")
+                                else 0.0, bars=bars((v.version.version, getattr(v.ranking.agreement, key))
+                                                    for v in versions))
+                      for key, label in MEASURES[:3]],
+        "proxy": [bar_chart(title="Kendall tau-b with the proxy ranking", desc="proxy: similarity to the reference "
+                            "fix, per grader version, with a 95% bootstrap interval", low=-1.0,
+                            bars=bars((v.version.version, v.ranking.proxy.kendall_tau) for v in versions))],
+        "verdicts": [bar_chart(title="Auditors' verdicts", desc="share of each verdict per grader version, with a "
+                               "95% Wilson interval", bars=[Bar(f"{v.version.version} · {r.label}", r.value, r.interval)
+                                                          for v in versions for r in v.verdicts.verdicts])],
+        "categories": [bar_chart(title="Error categories", desc="share of verdicts naming each category, with a 95% "
+                                 "Wilson interval", bars=[Bar(f"{v.version.version} · {r.label}", r.value, r.interval)
+                                                         for v in versions for r in v.verdicts.categories])],
+        "failures": [bar_chart(title="Grading failure rate", desc="failed / finished gradings per version, with a "
+                               "95% Wilson interval", bars=[Bar(v.version.version, v.ranking.failure.value,
+                                                               v.ranking.failure.interval) for v in versions])],
+        "bias": [bar_chart(title=f"Position bias: {label}", desc=f"Spearman rho of rank with {label}, mean over "
+                           "groups with a 95% bootstrap interval; positive: larger values rank lower", low=-1.0,
+                           bars=bars((v.version.version, v.ranking.bias[key]) for v in versions))
+                 for key, label in COVARIATES],
+        "factors": [histogram_chart(title=f"Factors · {v.version.version}", desc="distribution of the schedule's "
+                                    "factors of the ranked trajectories", edges=v.ranking.factors.edges,
+                                    counts=v.ranking.factors.counts) for v in versions],
+        "shifts": [histogram_chart(title=f"Advantage shifts · {v.version.version}", desc="redistributed minus GRPO "
+                                   "advantage of the passing trajectories of mixed groups",
+                                   edges=v.ranking.shifts.edges, counts=v.ranking.shifts.counts) for v in versions],
+        "cost": [],
+        "drift": [],
+    }
+    if versions:
+        charts["agreement"].append(line_chart(
+            title="Kendall tau-b with human rankings over versions", desc="per grader version in the order of their "
+            "first run, with the 95% bootstrap interval as a band",
+            points=bars((v.version.version, v.ranking.agreement.kendall_tau) for v in versions)))
+    if d.drift and d.drift.points:
+        charts["drift"] = [line_chart(title=f"Gold set: {label} over versions", desc=f"{label} with the gold set's "
+                                      "verified rankings per grader version, in the order of their first run, with "
+                                      "the 95% bootstrap interval as a band", low=-1.0 if key == "kendall_tau" else 0.0,
+                                      points=bars((p.version.version, getattr(p.agreement, key))
+                                                  for p in d.drift.points))
+                           for key, label in DRIFT_MEASURES]
+    return charts

@@ -1,0 +1,90 @@
+"""Writes of auditing: make an audit set, give or change a verdict, mark a group as gold."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from webapp.audit.sampling import Plan
+from webapp.audit.selectors import corrected_ranking, may_audit, verified_ranking
+from webapp.models import AuditItem, AuditSet, AuditVerdict, GoldGroup, Group
+
+NOTES_LIMIT = 4000  # characters
+
+
+class AuditError(Exception):
+    """A write that cannot be made; nothing was stored. `status` is the HTTP answer it maps to."""
+
+    status = 400
+
+
+class NotAllowed(AuditError):
+    status = 403
+
+
+def audit_set_create(*, name: str, plan: Plan, user) -> AuditSet:
+    """Store the set `plan` draws: one item per group drawn, positions in group order."""
+    if not may_audit(user):
+        raise NotAllowed("only auditors and researchers make audit sets")
+    drawn = plan.drawn()
+    try:
+        with transaction.atomic():
+            audit_set = AuditSet.objects.create(
+                name=name, batch=plan.source.batch, run=plan.source.run, grader_version=plan.source.grader_version,
+                design=plan.design(), size=len(drawn), created_by=user)
+            AuditItem.objects.bulk_create(
+                AuditItem(audit_set=audit_set, group_id=a.group_pk, grading_id=a.grading_pk, position=n)
+                for n, a in enumerate(drawn, start=1))
+    except IntegrityError:
+        if AuditSet.objects.filter(name=name).exists():
+            raise AuditError(f"an audit set named {name!r} exists already") from None
+        raise
+    return audit_set
+
+
+def verdict_save(*, item: AuditItem, auditor, verdict: str, categories: Sequence[str], notes: str) -> AuditVerdict:
+    """Give or change `auditor`'s verdict on `item`. It records the ranking of the group they
+    saved last since the set was made, if any, as their corrected ranking."""
+    if not may_audit(auditor):
+        raise NotAllowed("only auditors and researchers give verdicts")
+    if verdict not in AuditVerdict.Verdict.values:
+        raise AuditError(f"verdict: {verdict[:40]!r} is not one of {', '.join(AuditVerdict.Verdict.values)}")
+    unknown = sorted(set(categories) - set(AuditVerdict.Category.values))
+    if unknown:
+        raise AuditError(f"error categories: unknown {', '.join(repr(c[:40]) for c in unknown)}")
+    if verdict == AuditVerdict.Verdict.CORRECT and categories:
+        raise AuditError("error categories: a correct grading has no errors; choose partly or wrong")
+    notes = notes.strip()
+    if len(notes) > NOTES_LIMIT:
+        raise AuditError(f"notes: {len(notes)} characters; the limit is {NOTES_LIMIT}")
+    if "\x00" in notes:
+        raise AuditError("notes: contains a NUL character")
+    corrected = corrected_ranking(item, auditor)
+    fields = {"verdict": verdict, "notes": notes,
+              "categories": [c for c in AuditVerdict.Category.values if c in set(categories)],
+              "corrected_version": corrected.version if corrected is not None else None}
+    row, _ = AuditVerdict.objects.update_or_create(item=item, auditor=auditor, defaults=fields)
+    return row
+
+
+def gold_mark(*, group: Group, user) -> GoldGroup:
+    """Mark `group` as gold: its final ranking, a human one, is verified. Marking it again
+    verifies the final ranking as it is now."""
+    if not may_audit(user):
+        raise NotAllowed("only auditors and researchers mark gold groups")
+    ranking = verified_ranking(group)
+    if ranking is None:
+        raise AuditError(f"{group.group_id}: no human ranking to verify; rank the group first")
+    row, _ = GoldGroup.objects.update_or_create(
+        group=group, defaults={"annotation_version": ranking.version, "marked_by": user, "marked_at": timezone.now()})
+    return row
+
+
+def gold_unmark(*, group: Group, user) -> bool:
+    """Take `group` out of the gold set; False if it was not in it."""
+    if not may_audit(user):
+        raise NotAllowed("only auditors and researchers change the gold set")
+    deleted, _ = GoldGroup.objects.filter(group=group).delete()
+    return bool(deleted)

@@ -1,0 +1,202 @@
+"""The matrix's columns: which show, in what order, which are pinned, and the reference.
+
+The default order is the group's final ranking as this user may see it
+(`rankings.visible_ranking`: an annotator under blind review gets none, so
+the order cannot leak the grader's), best first, ties by id; then the passing
+trajectories it does not rank and the failing ones, each by id. Without a
+visible ranking: passing, then failing, by id.
+
+What the user changes lives in the query string (`pin`, `hide`, `ref`,
+`density`, `wrap`) rather than in the browser's storage: a link shows a
+colleague the same view, the server lays the columns out so the page works
+without JavaScript, and the back button undoes a change. Pinned columns come
+first, in the default order (never in an order the URL sets), and stay in
+view on horizontal scroll.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from webapp.rankings import FinalRanking, corrected_passing
+from webapp.review import diffview
+from webapp.review.groupview import Cell, Row
+
+MAX_PINNED = 3  # each pinned column stays in view; more would leave no room for the others
+REFERENCE_LABEL = "reference (human fix)"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The user's layout of the matrix, from the query string; `problems` says what in it
+    could not apply, for the page to show."""
+
+    pinned: tuple[int, ...] = ()  # trajectory pks
+    hidden: frozenset[int] = frozenset()
+    reference: bool = False
+    compact: bool = False
+    wrap: bool = False
+    problems: tuple[str, ...] = ()
+
+    def params(self, **changes) -> dict:
+        """Query parameters of this choice with `changes` (field names) applied: pk lists
+        sorted, flags as "1", defaults left out."""
+        pinned = changes.get("pinned", self.pinned)
+        hidden = changes.get("hidden", self.hidden)
+        return {
+            "pin": [str(pk) for pk in sorted(pinned)],
+            "hide": [str(pk) for pk in sorted(hidden)],
+            "ref": "1" if changes.get("reference", self.reference) else "",
+            "density": "compact" if changes.get("compact", self.compact) else "",
+            "wrap": "1" if changes.get("wrap", self.wrap) else "",
+        }
+
+    def carried(self) -> dict:
+        """The parameters that make sense on another group's page: not its trajectories."""
+        return {key: value for key, value in self.params().items() if key not in ("pin", "hide")}
+
+
+def _flag(query, name: str, on: str, problems: list[str]) -> bool:
+    value = query.get(name, "")
+    if value not in ("", on):
+        problems.append(f"{name}={value!r} is not understood: it takes {on!r} or nothing")
+    return value == on
+
+
+def _pks(query, name: str, known: dict[int, str], problems: list[str]) -> list[int]:
+    out = []
+    for value in query.getlist(name):
+        pk = int(value) if value.isascii() and value.isdigit() and len(value) < 19 else None
+        if pk not in known:
+            problems.append(f"{name}={value!r} is not a trajectory of this group")
+        elif pk not in out:
+            out.append(pk)
+    return out
+
+
+def parse(query, known: dict[int, str], *, has_reference: bool) -> Choice:
+    """The choice in `query` (a QueryDict), for a group whose trajectory ids are `known`
+    by pk. What cannot apply is left out and said in `problems`."""
+    problems: list[str] = []
+    reference = _flag(query, "ref", "1", problems)
+    if reference and not has_reference:
+        problems.append("ref=1: this group has no reference patch")
+        reference = False
+    pinned = _pks(query, "pin", known, problems)
+    hidden = frozenset(_pks(query, "hide", known, problems))
+    shown_pins = [pk for pk in pinned if pk not in hidden]
+    if len(shown_pins) > MAX_PINNED:
+        left = ", ".join(known[pk] for pk in shown_pins[MAX_PINNED:])
+        problems.append(f"at most {MAX_PINNED} columns can be pinned: {left} not pinned")
+        pinned = [pk for pk in pinned if pk not in shown_pins[MAX_PINNED:]]
+    return Choice(pinned=tuple(pinned), hidden=hidden, reference=reference,
+                  compact=_flag(query, "density", "compact", problems), wrap=_flag(query, "wrap", "1", problems),
+                  problems=tuple(problems))
+
+
+def default_order(columns: list, final: FinalRanking | None) -> list:
+    """`columns` in the final ranking's order (None: none the user may see), then the
+    passing ones it does not rank, then the rest; ties and the rest by trajectory id."""
+    by_tid = {c.tid: c for c in columns}
+    ranked: list[str] = []
+    verdicts = {}
+    if final is not None:
+        verdicts = final.verdicts
+        for tier in final.tiers:
+            ranked.extend(sorted(tid for tid in tier if tid in by_tid and tid not in ranked))
+    passing = set(corrected_passing({c.tid: c.passed for c in columns}, verdicts))
+    rest = sorted((tid for tid in by_tid if tid not in ranked), key=lambda tid: (tid not in passing, tid))
+    return [by_tid[tid] for tid in ranked + rest]
+
+
+def order_note(final: FinalRanking | None, *, hidden: bool) -> str:
+    """How the columns are ordered, for the page to say; `hidden`: the user may not see
+    some ranking of the group yet (blind review, k-way overlap)."""
+    if final is None:
+        why = "the ranking is hidden until you save yours" if hidden else "no ranking yet"
+        return f"Columns: passing, then failing, by id ({why})."
+    source = (f"the final ranking (human, version {final.version})" if final.source == "human"
+              else "the final ranking (the grader's)")
+    return f"Columns in the order of {source}, best first; then failing."
+
+
+@dataclass(eq=False)
+class ReferenceColumn:
+    """The group's reference patch as a column: task data, shown with the same diff view,
+    never ranked."""
+
+    view: diffview.PatchView
+    is_reference = True
+    tid = REFERENCE_LABEL
+    classes = "col ref"
+
+    @property
+    def added(self) -> int:
+        return self.view.parsed.added
+
+    @property
+    def removed(self) -> int:
+        return self.view.parsed.removed
+
+    @property
+    def n_files(self) -> int:
+        return len(self.view.parsed.files)
+
+    @property
+    def badges(self) -> str:
+        return diffview.marker_badges(self.view.parsed.markers)
+
+
+@dataclass
+class Layout:
+    columns: list  # the shown trajectory columns, in order
+    matrix_columns: list  # the same with the reference column, if shown
+    rows: list[Row]
+    n_trajectories: int  # in the group, shown or not
+    pinned: set[int] = field(default_factory=set)
+
+    @property
+    def counts(self) -> dict:
+        """What the matrix's corner says: files and trajectories shown, with failing shown and hidden."""
+        passing = [c for c in self.columns if c.passed]
+        return {"files": len(self.rows), "trajectories": len(self.columns),
+                "passing_files": sum(not row.fail_only for row in self.rows), "passing": len(passing)}
+
+
+def arrange(ordered: list, rows, choice: Choice, reference: diffview.PatchView | None) -> Layout:
+    """The shown columns of `ordered` (the default order) and `rows` (cells in any column
+    order) re-cut to them: pinned columns first, then the reference (when chosen), then
+    the rest. A file no shown column changes has no row. In the new
+    rows `touched` counts the shown trajectories that change the file and `fail_only`
+    means no shown passing one does (nor the reference); `unique` keeps its meaning over
+    the whole group."""
+    pinned = [c for c in ordered if c.trajectory.pk in choice.pinned and c.trajectory.pk not in choice.hidden]
+    rest = [c for c in ordered if c.trajectory.pk not in choice.pinned and c.trajectory.pk not in choice.hidden]
+    for slot, column in enumerate(pinned):
+        column.pin_slot = slot
+    shown = pinned + rest
+    ref = ReferenceColumn(reference) if choice.reference else None
+    matrix_columns = pinned + ([ref] if ref else []) + rest
+    out = []
+    for row in rows:
+        by_pk = {cell.column.trajectory.pk: cell for cell in row.cells}
+        cells = [Cell(c, by_pk[c.trajectory.pk].file, by_pk[c.trajectory.pk].unique) for c in shown]
+        ref_file = ref.view.files.get(row.path) if ref else None
+        if not any(cell.file for cell in cells) and ref_file is None:
+            continue
+        out.append(_row(row.path, cells, ref, ref_file, len(pinned), unique=row.unique))
+    if ref:
+        known = {row.path for row in rows}
+        for path, ref_file in ref.view.files.items():
+            if path not in known:
+                out.append(_row(path, [Cell(c, None) for c in shown], ref, ref_file, len(pinned), unique=False))
+    return Layout(columns=shown, matrix_columns=matrix_columns, rows=out, n_trajectories=len(ordered),
+                  pinned={c.trajectory.pk for c in pinned})
+
+
+def _row(path: str, cells: list[Cell], ref, ref_file, at: int, *, unique: bool) -> Row:
+    touched = [cell for cell in cells if cell.file]
+    fail_only = ref_file is None and not any(cell.column.passed for cell in touched)
+    if ref:
+        cells = cells[:at] + [Cell(ref, ref_file)] + cells[at:]
+    return Row(path=path, cells=cells, touched=len(touched), unique=unique, fail_only=fail_only)

@@ -1,0 +1,1 @@
+"""Search inside a batch: task statements, patches and transcript turns."""

@@ -1,0 +1,35 @@
+"""The search page of a batch: hits in task statements, patches and transcript turns."""
+
+from django.http import QueryDict
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from webapp.models import Batch
+from webapp.roles import reader_required
+from webapp.search import selectors
+from webapp.search.forms import SearchForm
+
+
+def _query(**params) -> str:
+    qd = QueryDict(mutable=True)
+    qd.update({k: v for k, v in params.items() if v})
+    return qd.urlencode()
+
+
+@require_GET
+@reader_required
+@vary_on_headers("HX-Request")
+def search(request, pk):
+    batch = get_object_or_404(Batch, pk=pk)
+    form = SearchForm(request.GET)
+    context = {"batch": batch, "form": form, "min_chars": selectors.MIN_CHARS, "page": None,
+               "progress": selectors.index_progress(batch)}
+    if form.is_valid() and form.cleaned_data["q"]:
+        q, kind, after = form.cleaned_data["q"], form.cleaned_data["kind"], form.cleaned_data["after"]
+        page = selectors.search(batch, q, kind=kind, after=after or 0)
+        context.update(page=page, after=after, first_query=_query(q=q, kind=kind),
+                       next_query=_query(q=q, kind=kind, after=page.next_after) if page.next_after else None)
+    if request.htmx and not request.htmx.history_restore_request:
+        return render(request, "search/_hits.html", context)
+    return render(request, "search/search.html", context)
