@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 
 from grading.rankings import FLAGS
-from grading.workspace import SUBMIT, Workspace
+from grading.workspace import EVIDENCE_TOOLS, SUBMIT, Workspace
 
 TEXT = r"[ !#-\[\]-~]"
 WORD = r"[!#-\[\]-~]"
@@ -92,6 +92,7 @@ def action_schema(workspace: Workspace, rationale_chars: int, *, submit: bool = 
                 labels={"type": "array", "maxItems": len(workspace.labels), "items": labels}),
         _object(tool={"const": "compare"}, a=labels, b=labels),
         _object(tool={"const": "view_tests"}, label=labels),
+        *(_object(tool={"const": name}) for name in EVIDENCE_TOOLS),
         *([submission_schema(workspace, rationale_chars)] if submit else []),
     ]}
 

@@ -348,3 +348,120 @@ def rank_correlation_with(
         pair[1].append(value)
     per_group = [_pearson(average_ranks(r), average_ranks(v)) for r, v in by_group.values()]
     return mean_estimate(per_group, seed=seed, resamples=resamples, confidence=confidence)
+
+
+# --- many groups at once ---------------------------------------------------------------
+# The dashboard measures tens of thousands of groups; per-group calls spend their time in
+# numpy's per-call overhead. These take every group at once, padded to the widest: (G, K)
+# arrays with a `valid` mask, NaN where a measure is undefined, and give the per-group
+# functions' values (tests compare them on random cases).
+
+
+@dataclass(frozen=True)
+class GroupAgreements:
+    """`group_agreement` of many groups, one array entry per group, NaN where undefined (top-1 as 0.0 or 1.0)."""
+
+    tau: np.ndarray
+    pairwise: np.ndarray
+    top1: np.ndarray
+    spearman: np.ndarray
+
+
+def group_agreement_many(pairs: Sequence[tuple[Tiers, Tiers]]) -> GroupAgreements:
+    """`group_agreement(reference, predicted)` of each pair, computed for all pairs at once."""
+    rows_a, rows_b, empty = [], [], []
+    for reference, predicted in pairs:
+        pa, pb = positions(reference), positions(predicted)
+        common = sorted(pa.keys() & pb.keys())
+        rows_a.append([pa[i] for i in common])
+        rows_b.append([pb[i] for i in common])
+        empty.append(not reference or not predicted)
+    a, valid = padded(rows_a)
+    b, _ = padded(rows_b)
+    upper = np.triu(np.ones((a.shape[1], a.shape[1]), dtype=bool), 1)
+    both = valid[:, :, None] & valid[:, None, :] & upper  # each common pair once
+    sa = np.sign(a[:, :, None] - a[:, None, :]) * both
+    sb = np.sign(b[:, :, None] - b[:, None, :]) * both
+    untied_a, untied_b = (sa != 0).sum(axis=(1, 2)), (sb != 0).sum(axis=(1, 2))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau = (sa * sb).sum(axis=(1, 2)) / np.sqrt(untied_a * untied_b)
+        scores = np.where(sa == sb, 1.0, np.where(sb == 0, 0.5, 0.0)) * (sa != 0)
+        pairwise = scores.sum(axis=(1, 2)) / untied_a
+    tau[(untied_a == 0) | (untied_b == 0)] = np.nan
+    pairwise[untied_a == 0] = np.nan
+    top1 = (valid & (a == 0) & (b == 0)).any(axis=1).astype(np.float64)
+    top1[np.asarray(empty, dtype=bool)] = np.nan
+    spearman_ = pearson_many(average_ranks_many(a, valid), average_ranks_many(b, valid), valid)
+    return GroupAgreements(tau=tau, pairwise=pairwise, top1=top1, spearman=spearman_)
+
+
+def padded(rows: Sequence[Sequence[float]], dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of unequal length as one (len(rows), widest) array, zero-padded, and its `valid` mask."""
+    lengths = np.fromiter((len(row) for row in rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max()) if len(rows) else 0
+    valid = np.arange(width) < lengths[:, None]
+    out = np.zeros(valid.shape, dtype=dtype)
+    out[valid] = np.fromiter((x for row in rows for x in row), dtype=dtype, count=int(lengths.sum()))
+    return out, valid
+
+
+def average_ranks_many(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """`average_ranks` of each row's valid entries (0 where not valid)."""
+    other = valid[:, None, :]
+    below = ((values[:, None, :] < values[:, :, None]) & other).sum(axis=2)
+    equal = ((values[:, None, :] == values[:, :, None]) & other).sum(axis=2)
+    # as average_ranks: the last rank of the ties, less half their spread
+    return np.where(valid, (below + equal) - (equal - 1) / 2, 0.0)
+
+
+def pearson_many(x: np.ndarray, y: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """The Pearson correlation of each row's valid entries of x and y; NaN where fewer than
+    two or one side is constant (as `_pearson`'s None)."""
+    n = valid.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dx = np.where(valid, x - (x * valid).sum(axis=1, keepdims=True) / n[:, None], 0.0)
+        dy = np.where(valid, y - (y * valid).sum(axis=1, keepdims=True) / n[:, None], 0.0)
+        spread = np.sqrt((dx * dx).sum(axis=1) * (dy * dy).sum(axis=1))
+        out = (dx * dy).sum(axis=1) / spread
+    out[(n < 2) | (spread == 0)] = np.nan
+    return out
+
+
+def rank_correlation_many(ranks: np.ndarray, values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """Per row (a group), the Spearman correlation `rank_correlation_with` averages: the
+    Pearson correlation of the average ranks of its valid ranks and values; NaN where undefined."""
+    return pearson_many(average_ranks_many(ranks, valid), average_ranks_many(values, valid), valid)
+
+
+BOOTSTRAP_ROWS = 100  # resamples drawn and averaged at a time: a (100 x n) block stays in cache
+
+
+def mean_estimates(
+    columns: Sequence[np.ndarray], *, seed: int = 0, resamples: int = 2000, confidence: float = 0.95
+) -> list[Estimate]:
+    """`mean_estimate` of each column (NaN for None), the same figures: the same seeded draws
+    (numpy draws 32-bit integers below 2**32 whatever the dtype, so int32 indices are the
+    same as bootstrap_interval's int64 ones) and the same per-row means. Columns with the same
+    count of defined values share one pass over the draws, made and averaged a block at a time."""
+    kept = [np.asarray(c, dtype=np.float64)[~np.isnan(np.asarray(c, dtype=np.float64))] for c in columns]
+    by_size: dict[int, list[int]] = {}
+    for i, values in enumerate(kept):
+        if values.size:
+            by_size.setdefault(values.size, []).append(i)
+    stats = {i: np.empty(resamples) for indices in by_size.values() for i in indices}
+    for size, indices in by_size.items():
+        rng = np.random.default_rng(seed)
+        for start in range(0, resamples, BOOTSTRAP_ROWS):
+            rows = min(BOOTSTRAP_ROWS, resamples - start)
+            draws = rng.integers(0, size, size=(rows, size), dtype=np.int32)
+            for i in indices:
+                stats[i][start:start + rows] = kept[i][draws].mean(axis=1)
+    tail = (1 - confidence) / 2 * 100
+    out = []
+    for i, values in enumerate(kept):
+        if not values.size:
+            out.append(Estimate(None, None, 0))
+            continue
+        low, high = np.percentile(stats[i], [tail, 100 - tail])
+        out.append(Estimate(float(np.mean(values)), (float(low), float(high)), int(values.size)))
+    return out

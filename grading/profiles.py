@@ -1,8 +1,9 @@
 """Grader profiles: named grader configurations read from a TOML file.
 
 The file is named by the GAGAR_GRADERS environment variable (see graders.example.toml).
-Each `[graders.NAME]` table picks a grader, its backend, model, sampling, budgets,
-k (runs per group against position bias) and the Celery queue that runs it. The
+Each `[graders.NAME]` table picks a grader, the Celery queue that runs it and, for an LLM
+grader ("agentic" or "hybrid"), its backend, model, sampling, budgets and k (runs per
+group against position bias). The
 built-in `heuristic` profile needs no file. Errors name the file, the key and the
 reason. Loading a profile imports nothing heavy; `build_grader` does, when it is used.
 """
@@ -22,6 +23,7 @@ from grading.loading import LoadError, resolve
 ENV_VAR = "GAGAR_GRADERS"
 QUEUES = ("cpu", "gpu")
 LOCAL_MODEL_BACKENDS = ("transformers", "vllm")
+LLM_GRADERS = ("agentic", "hybrid")  # built from the backend, model, sampling and budget keys
 
 
 class ProfileError(ValueError):
@@ -78,18 +80,16 @@ def load_profiles(path: str | Path | None = None) -> dict[str, Profile]:
 
 def build_grader(profile: Profile) -> Grader:
     """The grader a profile describes; loads its backend (and model) now."""
-    from grading.graders.agentic import AgenticGrader
-
-    if profile.grader != "agentic":
+    if profile.grader not in LLM_GRADERS:
         return load_grader(profile.grader, **profile.options)
     options = dict(profile.options)
     if profile.url:
         options["url"] = profile.url
     if profile.model:
         options["model"] = profile.model
-    return AgenticGrader(profile.backend, backend_options=options, sampling=profile.sampling,
-                         budget=profile.budget, caps=profile.caps, k=profile.k,
-                         seed=profile.seed, name=profile.name)
+    return load_grader(profile.grader, backend=profile.backend, backend_options=options,
+                       sampling=profile.sampling, budget=profile.budget, caps=profile.caps,
+                       k=profile.k, seed=profile.seed, name=profile.name)
 
 
 def _profile(path: str, name: str, entry) -> Profile:
@@ -110,7 +110,7 @@ def _profile(path: str, name: str, entry) -> Profile:
     if profile.k < 1:
         raise ProfileError(f"{where}.k: must be at least 1")
     _check_name(where, "grader", profile.grader, GRADERS)
-    if profile.grader == "agentic":
+    if profile.grader in LLM_GRADERS:
         _check_agentic(where, profile)
     return profile
 

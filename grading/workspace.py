@@ -5,7 +5,8 @@ order of the rollout file nor the trajectory ids carry a signal; `Workspace.mapp
 records which label is which id. Every tool returns plain text no longer than its
 cap, and says so explicitly when it cut something. `render_prompt` and
 `render_submission` are what the SFT exporter calls, so graded and exported
-conversations come from the same code.
+conversations come from the same code. The `evidence_*` tools show the heuristic
+grader's own figures (grading/evidence.py), so a model starts from what it knows.
 """
 
 from __future__ import annotations
@@ -16,13 +17,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from grading import evidence
 from grading.diffs import MARKER_LABELS, FileDiff, parse_patch, patch_stats, unique_files
 from grading.graders.base import GroupView, TrajectoryView
 from grading.interdiff import interdiff
 from grading.rankings import FLAGS, InvalidRanking, validate_ranking
 
-PROMPT_VERSION = "1"
-TOOLS = ("list_trajectories", "view_patch", "view_transcript", "search", "compare", "view_tests")
+PROMPT_VERSION = "2"
+EVIDENCE_TOOLS = ("evidence_consensus", "evidence_integrity", "evidence_minimality")
+TOOLS = ("list_trajectories", "view_patch", "view_transcript", "search", "compare", "view_tests",
+         *EVIDENCE_TOOLS)
 SUBMIT = "submit_ranking"
 DEFAULT_MAX_TURNS = 12
 
@@ -51,6 +55,9 @@ a path shows one file.
 of patches and transcripts; [] searches every label.
 - {{"tool": "compare", "a": "A", "b": "B"}}: file by file, how B's change differs from A's.
 - {{"tool": "view_tests", "label": "A"}}: test results and the end of the test log.
+- {{"tool": "evidence_consensus"}}, {{"tool": "evidence_integrity"}}, \
+{{"tool": "evidence_minimality"}}: a heuristic's figures per passing label: added lines the \
+others share; test edits, stray files, debug output; size against the leanest.
 - {{"tool": "submit_ranking", "ranking": [["A"], ["B", "C"]], "rationales": {{"A": "..."}}, \
 "flags": {{"A": []}}}}: the final answer, best first; a tier holds tied labels. Every passing \
 label appears exactly once, with a rationale that cites evidence (file:line of a patch, or a \
@@ -123,6 +130,11 @@ class Workspace:
     @cached_property
     def _parsed(self):
         return {label: parse_patch(t.patch or "") for label, t in self._by_label.items()}
+
+    @cached_property
+    def evidence(self) -> evidence.Evidence:
+        """The heuristic's assessment of the passing trajectories, computed when first asked."""
+        return evidence.assess(self.group, self.passing_labels, self.mapping.__getitem__, self._parsed)
 
     # --- tools ---------------------------------------------------------------------------
 
@@ -262,6 +274,18 @@ class Workspace:
             lines.append("no test evidence recorded")
         return cap("\n".join(lines), self.caps.output_chars, "the log tail is shown")
 
+    def evidence_consensus(self) -> str:
+        return cap(evidence.consensus_text(self.evidence), self.caps.output_chars,
+                   "compare two labels to see where they differ")
+
+    def evidence_integrity(self) -> str:
+        return cap(evidence.integrity_text(self.evidence), self.caps.output_chars,
+                   "view_patch shows the marked lines")
+
+    def evidence_minimality(self) -> str:
+        return cap(evidence.minimality_text(self.evidence), self.caps.output_chars,
+                   "list_trajectories shows each one's size")
+
     # --- submission --------------------------------------------------------------------
 
     def submission(self, action: Mapping) -> tuple[tuple[tuple[str, ...], ...], dict, dict]:
@@ -290,11 +314,14 @@ class Workspace:
             {to_id[lab]: tuple(names) for lab, names in flags.items() if names},
         )
 
-    def initial_messages(self, *, max_turns: int = DEFAULT_MAX_TURNS) -> list[dict]:
+    def initial_messages(self, *, max_turns: int = DEFAULT_MAX_TURNS, prior: str = "") -> list[dict]:
+        """The system prompt and the first user turn; `prior` (the hybrid grader's) is
+        shown after the trajectories."""
         statement = cap(self.group.statement or "(no statement)", self.caps.statement_chars,
                         "the rest of the statement is not shown")
         repo = f"Repository: {self.group.repo}\n" if self.group.repo else ""
-        user = (f"{repo}Task:\n{statement}\n\n{self.list_trajectories()}\n\n"
+        prior = f"{prior}\n\n" if prior else ""
+        user = (f"{repo}Task:\n{statement}\n\n{self.list_trajectories()}\n\n{prior}"
                 f"You have {max_turns} turns, the submission included. Reply with one action.")
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 

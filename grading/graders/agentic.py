@@ -141,7 +141,8 @@ class AgenticGrader(Grader):
     def _start(self, gi: int, group: GroupView, index: int) -> _Run:
         seed = run_seed(self.seed, group.group_id, index)
         workspace = Workspace(group, seed, self.caps)
-        messages = workspace.initial_messages(max_turns=self.budget.max_turns)
+        messages = workspace.initial_messages(max_turns=self.budget.max_turns,
+                                              prior=self._prior(workspace))
         run = _Run(gi, index, seed, workspace, messages, [])
         if self._budget_spent(run, "".join(m["content"] for m in messages)):
             run.mode = "forced"
@@ -206,7 +207,7 @@ class AgenticGrader(Grader):
     def _submission(self, run: _Run, action: dict | None, problem: str | None) -> None:
         if problem is None:
             try:
-                self._finish(run, run.workspace.submission(action))
+                self._finish(run, self._accepted(run, run.workspace.submission(action)))
                 return
             except InvalidRanking as error:
                 problem = str(error)
@@ -217,6 +218,16 @@ class AgenticGrader(Grader):
         run.repaired, run.mode = True, "repair"
         self._say(run, f"Your submission was rejected: {problem}. Reply now with a corrected "
                        "submit_ranking; this is the last chance.", kind="repair")
+
+    def _prior(self, workspace: Workspace) -> str:
+        """Text shown in the first user turn after the trajectories: none here; the hybrid
+        grader's prior ranking."""
+        return ""
+
+    def _accepted(self, run: _Run, outcome: tuple) -> tuple:
+        """A valid submission (tiers, rationales, flags, in ids) as the run's result: as
+        submitted here; the hybrid grader reverts overturns of its prior given no reason."""
+        return outcome
 
     def _say(self, run: _Run, content: str, *, kind: str, tool: str | None = None) -> None:
         """A user message to the model; the transcript shows a tool's output as role "tool"."""

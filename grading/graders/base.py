@@ -16,6 +16,7 @@ from grading.rankings import ranks_from_tiers
 GRADERS = {
     "heuristic": "grading.graders.heuristic:HeuristicGrader",
     "agentic": "grading.graders.agentic:AgenticGrader",
+    "hybrid": "grading.graders.hybrid:HybridGrader",
 }
 
 
@@ -97,7 +98,7 @@ class Grader:
         return results
 
 
-def load_grader(name: str, **config) -> Grader:
+def load_grader(name: str, /, **config) -> Grader:
     """A grader by registered name or `module:Class` path, imported only now."""
     try:
         grader_class = load_object(name, GRADERS, what="grader")

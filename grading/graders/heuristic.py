@@ -28,7 +28,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from grading.diffs import (
@@ -345,7 +345,7 @@ class HeuristicGrader(Grader):
 
     def rank(self, group: GroupView) -> Grade:
         started = time.perf_counter()
-        features, terms, penalties = self._assess(group)
+        features, terms, penalties = self.assess(group)
         tiers = tiers_from_penalties(penalties)
         same_change = {tid: cls.members for cls in equivalence_classes({t.trajectory_id: t.patch
                                                                          for t in group.passing})
@@ -364,11 +364,12 @@ class HeuristicGrader(Grader):
 
     def explain(self, group: GroupView) -> tuple[dict, ...]:
         """What `rank` decided from, term by term: `penalty_steps` of `group`."""
-        _, terms, penalties = self._assess(group)
+        _, terms, penalties = self.assess(group)
         return penalty_steps(tiers_from_penalties(penalties), terms, penalties)
 
-    def _assess(self, group: GroupView):
-        """Features, penalty terms and penalties of the passing trajectories, by id."""
+    def assess(self, group: GroupView):
+        """Features, penalty terms and penalties of the passing trajectories, by id (the
+        agentic grader's evidence tools show them too, grading/evidence.py)."""
         passing = group.passing
         parsed = {t.trajectory_id: parse_patch(t.patch) for t in passing}
         features = {t.trajectory_id: patch_features(parsed[t.trajectory_id], t.metrics, group.statement)
@@ -388,15 +389,7 @@ class HeuristicGrader(Grader):
     def _terms(features: Mapping[str, Features]) -> dict[str, list[Term]]:
         if not features:
             return {}
-        values = list(features.values())
-        turns = [f.turns for f in values if f.turns is not None]
-        tokens = [f.tokens for f in values if f.tokens is not None]
-        least = {
-            "leanest": min((f.fix_lines for f in values if f.fix_lines > 0), default=0),
-            "fewest_files": min(len(f.files) for f in values),
-            "fewest_turns": min(turns, default=None),
-            "fewest_tokens": min(tokens, default=None),
-        }
+        least = group_minima(features.values())
         return {tid: penalty_terms(f, **least) for tid, f in features.items()}
 
     @staticmethod
@@ -418,6 +411,20 @@ class HeuristicGrader(Grader):
                                 "no integrity markers")
             position += len(tier)
         return out
+
+
+def group_minima(features: Iterable[Features]) -> dict:
+    """What the size, files, turns and tokens terms measure against: the leanest fix (in
+    fix lines, among those that change any), the fewest files, turns and output tokens."""
+    features = list(features)
+    turns = [f.turns for f in features if f.turns is not None]
+    tokens = [f.tokens for f in features if f.tokens is not None]
+    return {
+        "leanest": min((f.fix_lines for f in features if f.fix_lines > 0), default=0),
+        "fewest_files": min(len(f.files) for f in features),
+        "fewest_turns": min(turns, default=None),
+        "fewest_tokens": min(tokens, default=None),
+    }
 
 
 def _consensus(features: Mapping[str, Features], keys: Mapping[str, object]) -> None:

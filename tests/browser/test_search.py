@@ -1,5 +1,6 @@
 """Searching a batch in a real browser: a word only in a transcript and a word only in a
-patch; each hit opens the group page at that turn or hunk."""
+patch; each hit opens the group page at that turn or hunk. A batch no worker has indexed
+yet says so."""
 
 import pytest
 from playwright.sync_api import expect
@@ -30,7 +31,7 @@ def batch(tmp_path):
     return batch
 
 
-def test_a_hit_opens_the_turn_or_the_hunk_it_was_found_in(page, live_server, batch):
+def test_a_hit_opens_the_turn_or_the_hunk_it_was_found_in(page, live_server, batch, tmp_path):
     make_user("rita", RESEARCHER)
     login(page, live_server, "rita", PASSWORD)
     t3 = Trajectory.objects.get(group__group_id="task-2", trajectory_id="t3")
@@ -70,4 +71,11 @@ def test_a_hit_opens_the_turn_or_the_hunk_it_was_found_in(page, live_server, bat
     expect(opened).to_be_in_viewport()
     assert opened.get_attribute("id").startswith(f"hunk-{t4.pk}-")
     screenshot(page, "search-04-group-at-hunk")
+
+    appended = import_batch(tmp_path, records("task-3"), name="run-9")  # no worker has indexed it yet
+    page.goto(f"{live_server.url}/batches/{appended.pk}/search/?q=adds+one")
+    ready(page)
+    expect(page.locator(".indexing")).to_have_text("Indexing: 0 of 6 trajectories; results may be missing.")
+    expect(page.locator(".hits .empty")).to_have_text("Nothing indexed so far holds this text.")
+    screenshot(page, "search-05-indexing")
     assert page.watch.errors == [] and page.watch.foreign_requests() == []

@@ -315,11 +315,12 @@ def test_profiles_come_from_the_file_named_by_gagar_graders(monkeypatch):
     assert list(load_profiles()) == ["heuristic"]
     monkeypatch.setenv("GAGAR_GRADERS", str(EXAMPLE))
     profiles = load_profiles()
-    assert list(profiles) == ["heuristic", "grader-v3", "grader-v3-served", "tiny-cpu"]
+    assert list(profiles) == ["heuristic", "grader-v3", "grader-v3-served", "tiny-cpu", "grader-v3-hybrid"]
     served = profiles["grader-v3-served"]
     assert (served.backend, served.url, served.k, served.queue) == (
         "openai", "http://grader-1:8000/v1", 3, "cpu")
     assert profiles["grader-v3"].queue == "gpu" and profiles["heuristic"].grader == "heuristic"
+    assert profiles["grader-v3-hybrid"].grader == "hybrid"
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -334,7 +335,7 @@ def test_profiles_come_from_the_file_named_by_gagar_graders(monkeypatch):
     ("[graders.x]\nbackend = 'tgi'\nmodel = '/m'\n",
      "graders.x.backend: unknown backend 'tgi' (known: openai, transformers, vllm, or module:Class)"),
     ("[graders.x]\ngrader = 'llm'\n",
-     "graders.x.grader: unknown grader 'llm' (known: agentic, heuristic, or module:Class)"),
+     "graders.x.grader: unknown grader 'llm' (known: agentic, heuristic, hybrid, or module:Class)"),
     ("[graders.x]\nbackend = 'vllm'\nmodel = '/m'\nsampling = {temprature = 0.5}\n",
      "graders.x.sampling.temprature: unknown key (allowed: temperature, top_p, "),
     ("[graders.x]\nbackend = 'vllm'\nmodel = '/m'\nbudget = {max_turns = 2.5}\n",

@@ -53,7 +53,7 @@ def test_a_module_without_the_class_says_so_and_is_no_import_failure():
 
 def test_graders_load_by_name_or_path_and_fail_permanently_with_the_reason():
     assert isinstance(load_grader("grading.graders.heuristic:HeuristicGrader"), HeuristicGrader)
-    with pytest.raises(GraderError, match=r"^unknown grader 'llm' \(known: agentic, heuristic, "
+    with pytest.raises(GraderError, match=r"^unknown grader 'llm' \(known: agentic, heuristic, hybrid, "
                                           r"or module:Class\)$") as unknown:
         load_grader("llm")
     with pytest.raises(GraderError, match="^cannot load grader 'grading.graders.heuristic:Missing': "

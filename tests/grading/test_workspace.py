@@ -6,6 +6,7 @@ import pytest
 
 from grading.actions import action_char_bound, action_schema, submission_schema, weak_orders
 from grading.graders.agentic import schema_errors
+from grading.graders.heuristic import HeuristicGrader
 from grading.rankings import FLAGS, InvalidRanking
 from grading.workspace import (
     SUBMIT,
@@ -250,3 +251,81 @@ def test_actions_doctests_run():
 
     result = doctest.testmod(actions)
     assert result.attempted and not result.failed
+
+
+# --- the heuristic's evidence as tools ---------------------------------------------------
+
+def hunk(path: str, old: list[str], new: list[str], *, added_file: bool = False) -> str:
+    """A one-hunk diff of `path` replacing the lines `old` with `new`."""
+    head = (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+            if added_file else f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n")
+    body = "".join(f"-{line}\n" for line in old) + "".join(f"+{line}\n" for line in new)
+    return head + f"@@ -{0 if added_file else 1},{len(old)} +1,{len(new)} @@\n" + body
+
+
+EVIDENCE_GROUP = make_group(passed=(True, True, True, True, False), patches=[
+    hunk("pkg/mod.py", ["return x"], ["return x.strip(',')"]),                       # t1: lean
+    hunk("pkg/mod.py", ["return x"], ["return  x.strip(',')"]),                      # t2: t1 up to spaces
+    hunk("pkg/mod.py", ["return x"], ["print(x)", "return x.upper()"])                # t3: debug, stray,
+    + hunk("tests/test_mod.py", ["assert f('a,') == 'a'"], ["assert f('a,')"])       # test edit
+    + hunk("repro.py", [], ["from pkg.mod import f", "f('a,')"], added_file=True),
+    hunk("pkg/mod.py", ["return x"], ["x = x.rstrip()", "return x.strip(',')"])
+    + hunk("pkg/other.py", ["A = 1"], ["A = 2"]),                                   # t4: bigger, 2 files
+    hunk("pkg/mod.py", ["return x"], ["return None"]),                               # t5: fails
+])
+
+
+def evidence_lines(text: str, workspace: Workspace) -> dict[str, str]:
+    """Each passing trajectory's line of an evidence tool's output, by trajectory id."""
+    rows = {line.split(":", 1)[0]: line for line in text.splitlines()}
+    return {workspace.mapping[lab]: rows[lab] for lab in workspace.passing_labels}
+
+
+def test_evidence_consensus_shows_the_heuristics_shares_and_same_changes_by_label():
+    workspace = Workspace(EVIDENCE_GROUP, seed=2)
+    features, _, _ = HeuristicGrader().assess(EVIDENCE_GROUP)
+    text = workspace.run({"tool": "evidence_consensus"})
+    label = workspace.label_of
+    assert f"Same change: {'='.join(sorted([label('t1'), label('t2')]))}" in text
+    rows = evidence_lines(text, workspace)
+    for tid in ("t1", "t2", "t3", "t4"):
+        shared = 1 - features[tid].unshared_added
+        assert f"{len(features[tid].added_lines)} added line(s), {shared:.0%} shared" in rows[tid]
+    # t1 shares its one line with t4 but none with t3: the mean over the 2 other changes is 50%
+    assert rows["t1"].endswith(f"other distinct change(s) ({label('t3')} 0%, {label('t4')} 100%)") or \
+        rows["t1"].endswith(f"other distinct change(s) ({label('t4')} 100%, {label('t3')} 0%)")
+    assert "50% shared on average with the 2 other" in rows["t1"]
+    assert label("t5") not in rows and not any(f" t{i}" in text for i in range(1, 6))
+
+
+def test_evidence_integrity_lists_the_heuristics_markers_with_their_points():
+    workspace = Workspace(EVIDENCE_GROUP, seed=2)
+    _, terms, _ = HeuristicGrader().assess(EVIDENCE_GROUP)
+    rows = evidence_lines(workspace.run({"tool": "evidence_integrity"}), workspace)
+    by_feature = {t.feature: t for t in terms["t3"]}
+    for feature in ("test_edits", "stray_files", "debug_output"):
+        term = by_feature[feature]
+        assert f"{term.text} [{term.points:.2f}]" in rows["t3"]
+    assert "edits tests (tests/test_mod.py)" in rows["t3"] and "repro.py" in rows["t3"]
+    assert all(rows[tid].endswith(": none found") for tid in ("t1", "t2", "t4"))
+
+
+def test_evidence_minimality_measures_against_the_leanest():
+    workspace = Workspace(EVIDENCE_GROUP, seed=2)
+    text = workspace.run({"tool": "evidence_minimality"})
+    assert "Leanest fix: 2 line(s); fewest files: 1." in text
+    rows = evidence_lines(text, workspace)
+    assert "fix 2 line(s) (leanest), files 1, hunks 1, +1 -1" in rows["t1"]
+    assert ("fix 5 line(s) (2.5x the leanest), files 2 (+1 over the fewest), hunks 2, +3 -2; "
+            "files no other passing fix needed: pkg/other.py") in rows["t4"]
+
+
+def test_evidence_tools_are_actions_the_schema_allows_and_are_capped():
+    workspace = Workspace(EVIDENCE_GROUP, seed=2, caps=Caps(output_chars=200))
+    schema = action_schema(workspace, 20)
+    for tool in ("evidence_consensus", "evidence_integrity", "evidence_minimality"):
+        assert schema_errors({"tool": tool}, schema) == []
+        assert schema_errors({"tool": tool, "label": "A"}, schema)
+        assert "[truncated: showed" in workspace.run({"tool": tool})
+        assert workspace.run({"tool": tool, "label": "A"}).startswith(f"error: bad arguments for {tool}")
+    assert "evidence_consensus" in render_prompt(EVIDENCE_GROUP, seed=2)[0]["content"]

@@ -6,7 +6,7 @@ Migrations 0001 and 0003 name the default callables by their old path
 """
 
 from webapp.models.annotation import Annotation, AnnotationPolicy, Lease, default_review_criteria
-from webapp.models.audit import AuditItem, AuditSet, AuditVerdict, GoldGroup
+from webapp.models.audit import AuditItem, AuditSet, AuditVerdict, GoldGroup, ReferenceProxy
 from webapp.models.exports import ApiToken, Export
 from webapp.models.grading import Grading, GradingRun, GradingTranscript
 from webapp.models.renders import BatchPatch, PatchRender
@@ -15,6 +15,6 @@ from webapp.models.search import SearchState
 
 __all__ = [
     "Annotation", "AnnotationPolicy", "ApiToken", "AuditItem", "AuditSet", "AuditVerdict", "Batch", "BatchPatch",
-    "Export", "GoldGroup", "Grading", "GradingRun", "GradingTranscript", "Group", "Lease", "PatchRender", "SearchState",
-    "Trajectory", "Transcript", "default_advantage_config", "default_review_criteria",
+    "Export", "GoldGroup", "Grading", "GradingRun", "GradingTranscript", "Group", "Lease", "PatchRender",
+    "ReferenceProxy", "SearchState", "Trajectory", "Transcript", "default_advantage_config", "default_review_criteria",
 ]

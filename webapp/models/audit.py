@@ -106,3 +106,15 @@ class GoldGroup(models.Model):
 
     def __str__(self):
         return f"gold: {self.group} v{self.annotation_version}"
+
+
+class ReferenceProxy(models.Model):
+    """A group's passing trajectories ranked by similarity to its task's reference fix
+    (grading.evaluation.proxy_tiers), stored the first time the dashboard needs it so that it
+    parses each patch once: a group's patches and reference fix never change after import."""
+
+    group = models.OneToOneField(Group, on_delete=models.CASCADE, primary_key=True, related_name="reference_proxy")
+    tiers = models.JSONField(help_text="Trajectory ids, best first; [] when no trajectory passed.")
+
+    def __str__(self):
+        return f"proxy of {self.group_id}"

@@ -1,6 +1,7 @@
 """The grader dashboard: its figures are grading.agreement's on the same data, each CSV is the
 table under its chart, the gold set's drift warning fires on a worse version and not on an
-equal one, labels are escaped, and bad selections are refused with the reason."""
+equal one, labels are escaped, bad selections are refused with the reason, and new data
+recomputes only the figures it changes."""
 
 import csv
 import io
@@ -8,7 +9,9 @@ from html.parser import HTMLParser
 
 import pytest
 from django.core.cache import cache
+from django.db import connection
 from django.db.models.functions import Length
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -22,7 +25,7 @@ from tests.webapp.audit.auditdata import make_set
 from webapp.audit import figures
 from webapp.audit.services import gold_mark, verdict_save
 from webapp.audit.tables import dashboard_tables
-from webapp.models import Grading, GradingRun, Group, Trajectory
+from webapp.models import Grading, GradingRun, Group, ReferenceProxy, Trajectory
 from webapp.roles import ANNOTATOR
 
 pytestmark = pytest.mark.django_db
@@ -83,6 +86,8 @@ def test_the_figures_are_grading_agreements_on_the_same_data(data, client, audit
     view = GroupView("g", "", tuple(TrajectoryView(t.trajectory_id, True, 1.0, t.patch) for t in Trajectory.objects
                                     .filter(group=groups[0], passed=True).order_by("trajectory_id")))
     proxy = proxy_tiers(ReferenceGroup(view, groups[0].reference_patch))
+    stored = ReferenceProxy.objects.get(group=groups[0]).tiers  # computed once, then read
+    assert [tuple(tier) for tier in stored] == list(proxy) and ReferenceProxy.objects.count() == 6
     assert out["v1"].proxy.kendall_tau.value == pytest.approx(kendall_tau(proxy, GRADER_TIERS))
     assert out["v1"].proxy.groups_with_reference == 6
     assert (out["v1"].failure.count, out["v1"].failure.n) == (1, 7)
@@ -187,6 +192,37 @@ def test_the_page_needs_few_queries_cold_and_warm(data, client, auditor, django_
             assert client.get(reverse("audit_dashboard"), params).status_code == 200
         with django_assert_max_num_queries(10):
             assert client.get(reverse("audit_dashboard"), params).status_code == 200
+
+
+def test_new_data_recomputes_only_the_figures_it_changes(data, client, auditor, annotator):
+    batch, groups = data
+    client.force_login(auditor)
+
+    def read():
+        with CaptureQueriesContext(connection) as ctx:
+            assert client.get(reverse("audit_dashboard"), {"batch": batch.pk}).status_code == 200
+        sql = " ".join(q["sql"] for q in ctx.captured_queries)
+        return {"verdicts": '"webapp_auditverdict"."verdict"' in sql, "agreement": "ROW_NUMBER" in sql,
+                "gradings": "webapp_trajectory\".\"trajectory_id" in sql}
+
+    assert read() == {"verdicts": True, "agreement": True, "gradings": True}  # cold
+    assert read() == {"verdicts": False, "agreement": False, "gradings": False}  # warm
+    audit_set = make_set(auditor, batch, size=2)
+    verdict_save(item=audit_set.items.first(), auditor=auditor, verdict="wrong", categories=[], notes="")
+    assert read() == {"verdicts": True, "agreement": False, "gradings": False}
+    rates = figures.verdict_figures(batch, ["v1", "v2"])
+    assert sum(r.count for v in rates.values() for r in v.verdicts if r.label == "wrong") == 1
+
+    save(groups[4], annotator, GRADER_TIERS)  # a fifth human ranking
+    assert read() == {"verdicts": False, "agreement": True, "gradings": False}
+    humans = [*HUMAN, GRADER_TIERS]
+    assert figures.ranking_figures(batch, ["v2"])["v2"].agreement == summarise([(h, REVERSED) for h in humans])
+
+    graded(groups[0], GRADER_TIERS, "v2")  # v2 again on one group: its figures, not v1's
+    assert read() == {"verdicts": False, "agreement": True, "gradings": True}
+    with CaptureQueriesContext(connection) as ctx:
+        figures.ranking_figures(batch, ["v1"])
+    assert len(ctx.captured_queries) == 1  # the watermarks; v1's figures come from the cache
 
 
 class _Tables(HTMLParser):

@@ -330,8 +330,9 @@ def test_the_files_load_with_datasets_and_trls_trainers_take_them_as_they_are(ba
     templated = apply_chat_template({k: pair[k] for k in ("prompt", "chosen", "rejected")}, tokenizer)
     assert templated["prompt"].endswith("<|assistant|>\n") and templated["chosen"] != templated["rejected"]
 
+    # max_length: the grader's prompt is longer than the trainers' default of 1024 tokens.
     common = {"max_steps": 1, "per_device_train_batch_size": 2, "report_to": "none", "use_cpu": True,
-              "save_strategy": "no", "eval_strategy": "no", "disable_tqdm": True}
+              "save_strategy": "no", "eval_strategy": "no", "disable_tqdm": True, "max_length": 4096}
     sft_trainer = trl.SFTTrainer(model=str(tiny_model), processing_class=tokenizer, train_dataset=sft["train"],
                                  eval_dataset=sft["validation"],
                                  args=trl.SFTConfig(output_dir=str(tmp_path / "sft"), **common))
