@@ -2,10 +2,11 @@
 
 from django.db import InterfaceError, OperationalError
 
+from webapp.audit.services import figures_refresh, figures_sweep
 from webapp.exports.services import export_build, exports_sweep
 from webapp.grading.services import gradings_sweep
 from webapp.grading.worker import gradings_process
-from webapp.jobs import EXPORT_TASK, GRADE_TASK, RENDER_TASK, SEARCH_INDEX_TASK, SWEEP_TASK, app
+from webapp.jobs import AUDIT_FIGURES_TASK, EXPORT_TASK, GRADE_TASK, RENDER_TASK, SEARCH_INDEX_TASK, SWEEP_TASK, app
 from webapp.review.renders import batch_render, renders_sweep
 from webapp.search.services import batch_index, index_sweep
 
@@ -43,9 +44,16 @@ def search_index(*, batch_id: int) -> None:
     batch_index(batch_id)
 
 
+@app.task(name=AUDIT_FIGURES_TASK, **RETRY_ON_DATABASE_ERRORS)
+def audit_figures() -> None:
+    """Recompute the audit dashboard's requested figures."""
+    figures_refresh()
+
+
 @app.task(name=SWEEP_TASK)
 def sweep() -> None:
     gradings_sweep()
     exports_sweep()
     renders_sweep()
     index_sweep()
+    figures_sweep()

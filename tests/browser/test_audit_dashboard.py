@@ -1,8 +1,8 @@
-"""The grader dashboard in a real browser: charts above their tables, readable with JavaScript
-off as on, and the drift warning for a version that ranks the gold set worse."""
+"""The grader dashboard in a real browser: "computing" until the worker's first recompute, then
+charts above their tables, readable with JavaScript off as on, and the drift warning for a
+version that ranks the gold set worse."""
 
 import pytest
-from django.core.cache import cache
 from playwright.sync_api import expect
 
 from tests.browser.conftest import login, screenshot
@@ -15,10 +15,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_an_auditor_reads_the_dashboard_and_sees_the_drift_warning(page, live_server, tmp_path):
     from tests.webapp.annotationdata import GRADER_TIERS, review_batch, save
     from tests.webapp.audit.test_dashboard import REVERSED, graded
-    from webapp.audit.services import gold_mark
+    from webapp.audit.services import figures_refresh, gold_mark
     from webapp.models import Group
 
-    cache.clear()
     batch = review_batch(tmp_path, n=8, name="weekly")
     auditor, annotator = make_user("otto", AUDITOR), make_user("anna", ANNOTATOR)
     for i, group in enumerate(Group.objects.filter(batch=batch).order_by("pk")):
@@ -34,6 +33,11 @@ def test_an_auditor_reads_the_dashboard_and_sees_the_drift_warning(page, live_se
     page.select_option("#dashboard-batch", str(batch.pk))
     page.click("form.dashboard-pick button[type=submit]")
     expect(page.locator("h1")).to_have_text("Grader dashboard · weekly")
+    expect(page.locator("#figures-updating")).to_contain_text("Computing… heuristic-1, agentic-qwen-2")
+    screenshot(page, "audit-dashboard-00-computing")
+    figures_refresh()  # what the worker does with the request the page queued
+    page.reload()
+    expect(page.locator("#figures-updating")).to_have_count(0)
     warning = page.locator("#drift-warning")
     expect(warning).to_contain_text("agentic-qwen-2")
     expect(warning).to_contain_text("below heuristic-1")

@@ -20,30 +20,32 @@ first run. Per version, over the groups of the selection (one batch, or all):
 - advantages: the distribution of the schedule's factors and of the shift GAGAR makes
   (redistributed advantage − GRPO advantage) under the version's rankings.
 
-The figures cost up to seconds over 10,000 groups (bootstrap intervals), so each part is
-cached under a key that holds the data watermark it depends on, and nothing is invalidated
-by hand: a new watermark is a new key. Per version, its agreement with people (key: that
-version's gradings: latest finished and count; and the latest annotation) and its figures
-from gradings and trajectories (that version's gradings; the latest trajectory); the
-verdict rates (the verdicts' count and latest change); the gold set's drift (every
-version's gradings, the gold set's size and latest mark). So a new
-verdict recomputes the verdict rates only, a new ranking the agreement only, a new grading
-by one version that version's figures and the drift. webapp.audit.ranking computes them.
+The figures cost up to seconds over 10,000 groups (bootstrap intervals), so they are stored
+in parts (webapp.audit.refresh: the table AuditFigures, shared by every web process), each
+with the watermark of the data it depends on: per version, its agreement with people (that
+version's gradings: latest finish and count; the latest annotation), its figures from
+gradings and trajectories (that version's gradings; the latest trajectory) and its verdict
+rates (the verdicts' count and latest change); the gold set's drift (every version's
+gradings, the gold set's size and latest mark). The dashboard shows the stored parts: a
+stale one (its watermark is not the data's) as it is, marked "updating", while a worker
+recomputes it (webapp.audit.services.figures_refresh); the verdict rates, cheap, are
+computed in the request. `ranking_figures`, `verdict_figures` and `gold_drift` (the report,
+the worker) return current figures, computing and storing the stale parts.
+webapp.audit.ranking computes them.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 
-from django.core.cache import cache
 from django.db import connection
-from django.db.models import Min, OuterRef, Subquery
+from django.db.models import Count, Min, OuterRef, Subquery
 
 from grading.agreement import AgreementSummary, Estimate
 from grading.evaluation import PROXY_LABEL
+from webapp.audit import refresh
 from webapp.audit.ranking import (
     COVARIATES,
     Cost,
@@ -64,7 +66,6 @@ DONE = Grading.Status.DONE
 MEASURES = (("kendall_tau", "Kendall tau-b"), ("pairwise_accuracy", "pairwise accuracy"), ("top1", "top-1"),
             ("spearman", "Spearman rho"))
 DRIFT_MEASURES = MEASURES[:3]
-CACHE_SECONDS = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,10 @@ class VersionDashboard:
 @dataclass(frozen=True)
 class Dashboard:
     batch: Batch | None
-    versions: list[VersionDashboard] = field(default_factory=list)
-    drift: Drift | None = None
+    versions: list[VersionDashboard] = field(default_factory=list)  # those with figures stored
+    drift: Drift | None = None  # None: never computed yet
+    updating: datetime | None = None  # the oldest stale part shown was computed then
+    computing: list[str] = field(default_factory=list)  # versions (and the drift) not computed yet
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,6 @@ class Watermarks:
 
 # --- entry points ------------------------------------------------------------------------
 
-
 def grader_versions(batch: Batch | None) -> list[Version]:
     """The versions that graded something in `batch` (None: anywhere), by their first run."""
     runs = GradingRun.objects.exclude(grader_version="")
@@ -157,74 +159,106 @@ def grader_versions(batch: Batch | None) -> list[Version]:
 
 
 def dashboard(batch: Batch | None, versions: list[Version], *, all_versions: list[Version]) -> Dashboard:
-    """Every figure of the selected `versions` over `batch` (None: every batch), and the gold
-    set's drift over `all_versions` (the batch's, in time order)."""
+    """The stored figures of the selected `versions` over `batch` (None: every batch), and the
+    gold set's drift over `all_versions` (the batch's, in time order), without computing the
+    costly ones: a stale part is shown and `updating` says since when, a part never computed
+    is not (`computing`); both are queued for the worker. The verdict rates, cheap, are
+    brought up to date here."""
     names = [v.version for v in versions]
+    drift_names = sorted(v.version for v in all_versions)
     marks = watermarks(batch)  # read once for every part
-    ranking = ranking_figures(batch, names, marks=marks)
-    verdicts = verdict_figures(batch, names, marks=marks)
-    return Dashboard(batch=batch, versions=[VersionDashboard(v, ranking[v.version], verdicts[v.version])
-                                            for v in versions],
-                     drift=gold_drift(batch, all_versions, marks=marks))
+    parts = [(kind, v) for v in names for kind in ("agreement", "gradings")] + ([("drift", "")] if all_versions else [])
+    found = refresh.read([_key(kind, batch, version) for kind, version in parts]
+                         + [_key("verdicts", batch, v) for v in names])
+    verdicts = _current(batch, "verdicts", names, marks, _verdicts, found=found)
+    shown, stale_since, queue = {}, [], []
+    for kind, version in parts:
+        row = found.get(_key(kind, batch, version))
+        if row is not None and row.payload is not None:
+            shown[kind, version] = refresh.decode(PAYLOADS[kind], row.payload)
+            if row.watermark == refresh.watermark(_mark(kind, version, marks, drift_names)):
+                continue
+            stale_since.append(row.computed_at)
+        if row is None or row.requested_at is None:  # else queued already
+            queue.append((kind, batch.pk if batch else None, version))
+    if queue:
+        refresh.request(queue, stored=set(found))
+    ready = [v for v in versions if ("agreement", v.version) in shown and ("gradings", v.version) in shown]
+    return Dashboard(
+        batch=batch,
+        versions=[VersionDashboard(v, _ranking(v.version, shown["agreement", v.version], shown["gradings", v.version]),
+                                   verdicts[v.version]) for v in ready],
+        drift=shown.get(("drift", "")) if all_versions else Drift(0, [], []),
+        updating=min(stale_since, default=None),
+        computing=[v.version for v in versions if v not in ready] + (
+            ["the gold set's drift"] if all_versions and ("drift", "") not in shown else []))
 
 
 def ranking_figures(batch: Batch | None, versions: list[str], *, marks: Watermarks | None = None
                     ) -> dict[str, RankingFigures]:
-    """`marks`: `watermarks(batch)`, when the caller has it."""
+    """Current figures (stale parts computed and stored here). `marks`: `watermarks(batch)`,
+    when the caller has it."""
     marks = marks or watermarks(batch)
-    agreement = _per_version("agreement", batch, versions, lambda v: (marks.gradings.get(v), marks.annotations),
-                             agreements)
-    graded = _per_version("gradings", batch, versions, lambda v: (marks.gradings.get(v), marks.trajectories),
-                          grading_figures)
-    return {v: RankingFigures(version=v, agreement=agreement[v],
-                              **{f.name: getattr(graded[v], f.name) for f in fields(GradingFigures)})
-            for v in versions}
+    agreement = _current(batch, "agreement", versions, marks, agreements)
+    graded = _current(batch, "gradings", versions, marks, grading_figures)
+    return {v: _ranking(v, agreement[v], graded[v]) for v in versions}
 
 
 def verdict_figures(batch: Batch | None, versions: list[str], *, marks: Watermarks | None = None
                     ) -> dict[str, VerdictFigures]:
     """Shares of the auditors' verdicts on each version's audited gradings, per verdict and per
-    error category (a verdict may name several categories), with Wilson intervals."""
-    marks = marks or watermarks(batch)
-    return _cached(("verdicts", batch.pk if batch else None, sorted(versions), marks.verdicts),
-                   lambda: _verdicts(batch, versions))
+    error category (a verdict may name several categories), with Wilson intervals; current."""
+    return _current(batch, "verdicts", versions, marks or watermarks(batch), _verdicts)
 
 
 def gold_drift(batch: Batch | None, versions: list[Version], *, marks: Watermarks | None = None) -> Drift:
-    marks = marks or watermarks(batch)
-    names = sorted(v.version for v in versions)
+    """The gold set's drift over `versions`; current."""
+    return _current(batch, "drift", [""], marks or watermarks(batch), lambda b, _: {"": _drift(b, versions)},
+                    drift_names=sorted(v.version for v in versions))[""]
+
+
+# --- the stored parts ----------------------------------------------------------------------
+
+PAYLOADS = {"agreement": AgreementSummary, "gradings": GradingFigures, "verdicts": VerdictFigures, "drift": Drift}
+
+
+def _key(kind: str, batch: Batch | None, version: str) -> str:
+    return refresh.part_key(kind, batch.pk if batch else None, version)
+
+
+def _mark(kind: str, version: str, marks: Watermarks, drift_names: list[str]) -> tuple:
+    """The data watermark of a part (see the module's docstring)."""
+    if kind == "agreement":
+        return marks.gradings.get(version), marks.annotations
+    if kind == "gradings":
+        return marks.gradings.get(version), marks.trajectories
+    if kind == "verdicts":
+        return marks.verdicts
     # no annotation mark: a gold group's verified ranking is a fixed version, marked again only by a gold mark
-    return _cached(("drift", batch.pk if batch else None, names, [marks.gradings.get(v) for v in names], marks.gold),
-                   lambda: _drift(batch, versions))
+    return drift_names, [marks.gradings.get(v) for v in drift_names], marks.gold
 
 
-# --- the cache ---------------------------------------------------------------------------
+def _current(batch: Batch | None, kind: str, versions: list[str], marks: Watermarks, compute,
+             drift_names: list[str] = (), found: dict | None = None) -> dict:
+    """The current figures of a kind per version: stored, or `compute(batch, stale)` for the
+    versions whose stored figures are stale or missing, all of them in one call (one pass over
+    the data), and stored. `found`: the stored rows, when the caller read them."""
+    keys = {v: _key(kind, batch, v) for v in versions}
+    current = {v: refresh.watermark(_mark(kind, v, marks, drift_names)) for v in versions}
+    found = refresh.read(list(keys.values())) if found is None else found
+    out = {v: refresh.decode(PAYLOADS[kind], found[keys[v]].payload) for v in versions
+           if keys[v] in found and found[keys[v]].payload is not None and found[keys[v]].watermark == current[v]}
+    stale = [v for v in versions if v not in out]
+    if stale:
+        computed = compute(batch, stale)
+        refresh.store({(kind, batch.pk if batch else None, v): (current[v], computed[v]) for v in stale})
+        out.update(computed)
+    return out
 
 
-def _key(parts) -> str:
-    return "gagar:audit:" + hashlib.sha256(repr(parts).encode()).hexdigest()
-
-
-def _cached(parts: tuple, compute):
-    key = _key(parts)
-    figures = cache.get(key)
-    if figures is None:
-        figures = compute()
-        cache.set(key, figures, CACHE_SECONDS)
-    return figures
-
-
-def _per_version(kind: str, batch: Batch | None, versions: list[str], mark, compute) -> dict:
-    """`compute(batch, missing)` for the versions whose figures of this kind are not cached
-    under their current `mark(version)`, all of them in one call (one pass over the data)."""
-    keys = {v: _key((kind, batch.pk if batch else None, v, mark(v))) for v in versions}
-    found = cache.get_many(list(keys.values()))
-    missing = [v for v in versions if keys[v] not in found]
-    if missing:
-        computed = compute(batch, missing)
-        cache.set_many({keys[v]: computed[v] for v in missing}, CACHE_SECONDS)
-        found.update({keys[v]: computed[v] for v in missing})
-    return {v: found[keys[v]] for v in versions}
+def _ranking(version: str, agreement: AgreementSummary, graded: GradingFigures) -> RankingFigures:
+    return RankingFigures(version=version, agreement=agreement,
+                          **{f.name: getattr(graded, f.name) for f in fields(GradingFigures)})
 
 
 def watermarks(batch: Batch | None) -> Watermarks:
@@ -258,10 +292,13 @@ def _verdicts(batch: Batch | None, versions: list[str]) -> dict[str, VerdictFigu
         rows = rows.filter(item__group__batch=batch)
     counts = {v: defaultdict(int) for v in versions}
     categories = {v: defaultdict(int) for v in versions}
-    for version, verdict, named in rows.values_list("item__grading__run__grader_version", "verdict", "categories"):
-        counts[version][verdict] += 1
+    # Counted in SQL: a row per (version, verdict, categories), a few dozen, not one per verdict.
+    columns = ("item__grading__run__grader_version", "verdict", "categories")
+    grouped = rows.values(*columns).annotate(n=Count("pk")).order_by().values_list(*columns, "n")
+    for version, verdict, named, n in grouped:
+        counts[version][verdict] += n
         for category in set(named or ()):
-            categories[version][category] += 1
+            categories[version][category] += n
     out = {}
     for version in versions:
         n = sum(counts[version].values())

@@ -29,6 +29,7 @@ from grading.agreement import (
 from grading.evaluation import PROXY_LABEL, ReferenceGroup, proxy_tiers, usable
 from grading.graders.agentic import run_seed
 from grading.graders.base import GroupView, TrajectoryView
+from grading.profiles import LLM_GRADERS
 from grading.rankings import ranks_from_tiers
 from grading.workspace import Workspace
 from webapp.advantages import AdvantageConfig, _chunk
@@ -145,7 +146,7 @@ class _Graded:
     scores: dict | None
     tokens: int
     seconds: float | None
-    seed: int | None  # the agentic grader's seed; None for any other grader
+    seed: int | None  # an LLM grader's seed (agentic or hybrid); None for any other grader
 
 
 def grading_figures(batch: Batch | None, versions: list[str]) -> dict[str, GradingFigures]:
@@ -160,9 +161,9 @@ def grading_figures(batch: Batch | None, versions: list[str]) -> dict[str, Gradi
         if status == FAILED:
             finished[version][0] += 1
         elif group not in graded[version]:
-            # The agentic grader's label shuffle is seeded by its profile's seed (see _shown_positions).
+            # An LLM grader's label shuffle is seeded by its profile's seed (see _shown_positions).
             graded[version][group] = _Graded(pk, tuple(tuple(t) for t in tiers or ()), flags or {}, scores,
-                                             tokens, seconds, (seed or 0) if grader == "agentic" else None)
+                                             tokens, seconds, (seed or 0) if grader in LLM_GRADERS else None)
     groups = gradings(batch, versions).filter(status=DONE).values("group_id")
     data = _trajectories(groups)
     proxies = _proxies(groups, data)

@@ -1,15 +1,21 @@
-"""Writes of auditing: make an audit set, give or change a verdict, mark a group as gold."""
+"""Writes of auditing: make an audit set, give or change a verdict, mark a group as gold, and
+keep the dashboard's stored figures current (the worker's task and the sweep)."""
 
 from __future__ import annotations
 
+import logging
+from collections import defaultdict
 from collections.abc import Sequence
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from webapp.audit import figures, refresh
 from webapp.audit.sampling import Plan
 from webapp.audit.selectors import corrected_ranking, may_audit, verified_ranking
-from webapp.models import AuditItem, AuditSet, AuditVerdict, GoldGroup, Group
+from webapp.models import AuditFigures, AuditItem, AuditSet, AuditVerdict, Batch, GoldGroup, Group
+
+log = logging.getLogger(__name__)
 
 NOTES_LIMIT = 4000  # characters
 
@@ -79,6 +85,7 @@ def gold_mark(*, group: Group, user) -> GoldGroup:
         raise AuditError(f"{group.group_id}: no human ranking to verify; rank the group first")
     row, _ = GoldGroup.objects.update_or_create(
         group=group, defaults={"annotation_version": ranking.version, "marked_by": user, "marked_at": timezone.now()})
+    refresh.figures_stale(group.batch_id, ("drift",))
     return row
 
 
@@ -87,4 +94,44 @@ def gold_unmark(*, group: Group, user) -> bool:
     if not may_audit(user):
         raise NotAllowed("only auditors and researchers change the gold set")
     deleted, _ = GoldGroup.objects.filter(group=group).delete()
+    if deleted:
+        refresh.figures_stale(group.batch_id, ("drift",))
     return bool(deleted)
+
+
+# --- the dashboard's stored figures (webapp.audit.refresh) ----------------------------------
+
+
+def figures_refresh() -> None:
+    """In a worker: bring every requested part of the dashboard's figures up to date (those
+    stale: `figures`' functions compute and store only those), and clear the requests made
+    before it read the data; parts requested meanwhile send the task again."""
+    started = timezone.now()
+    parts = refresh.requested()
+    by_batch: dict[int | None, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for kind, batch_id, version in parts:
+        by_batch[batch_id][kind].add(version)
+    batches = Batch.objects.in_bulk([pk for pk in by_batch if pk is not None])
+    for batch_id, kinds in by_batch.items():
+        if batch_id is not None and batch_id not in batches:
+            continue  # deleted since: its parts went with it
+        batch = batches.get(batch_id)
+        marks = figures.watermarks(batch)
+        if ranked := sorted(kinds["agreement"] | kinds["gradings"]):
+            figures.ranking_figures(batch, ranked, marks=marks)
+        if kinds["verdicts"]:
+            figures.verdict_figures(batch, sorted(kinds["verdicts"]), marks=marks)
+        if kinds["drift"]:
+            figures.gold_drift(batch, figures.grader_versions(batch), marks=marks)
+    refresh.refreshed(parts, started)
+
+
+def figures_sweep() -> int:
+    """Send the figures' recompute again for parts requested over `refresh.LOST_AFTER` ago (its
+    message was lost, or its worker died); returns how many parts."""
+    now = timezone.now()
+    lost = AuditFigures.objects.filter(requested_at__lt=now - refresh.LOST_AFTER).update(requested_at=now)
+    if lost:
+        log.info("audit figures: %d parts requested over a minute ago, sending the recompute again", lost)
+        refresh.refresh_send()
+    return lost

@@ -60,11 +60,12 @@ def claimed_gradings(status: str, token: str) -> list[tuple]:
 
 def claimed_runs(status: str, token: str) -> dict[int, GradingRun]:
     """The runs of the gradings in `status` under the claim `token`, by pk (unsaved copies)."""
-    rows = _fetch(f"SELECT id, grader, config, queue, grader_version FROM {_table(GradingRun)} WHERE id IN"
+    rows = _fetch(f"SELECT id, batch_id, grader, config, queue, grader_version FROM {_table(GradingRun)} WHERE id IN"
                   f" (SELECT run_id FROM {_table(Grading)} WHERE status = %s AND claim_token = %s)",
                   [status, token])
-    return {pk: GradingRun(pk=pk, grader=grader, config=json.loads(config), queue=queue, grader_version=version)
-            for pk, grader, config, queue, version in rows}
+    return {pk: GradingRun(pk=pk, batch_id=batch, grader=grader, config=json.loads(config), queue=queue,
+                           grader_version=version)
+            for pk, batch, grader, config, queue, version in rows}
 
 
 def claimed_trajectories(status: str, token: str, run_pk: int, *, tests: bool) -> list[tuple]:

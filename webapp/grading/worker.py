@@ -33,6 +33,7 @@ from django.utils import timezone
 from grading.graders.base import Grade, Grader, GraderError, GroupView, TrajectoryView
 from grading.profiles import Profile, build_grader
 from grading.rankings import InvalidRanking, validate_ranking
+from webapp.audit.refresh import figures_stale
 from webapp.grading import services as jobs
 from webapp.grading import sql
 from webapp.leases import lease_expiry, lease_renewed
@@ -229,6 +230,8 @@ def _write(claims: list[_Claim], views: list, outcomes: list, token: str, result
             (result.failed if wrote else result.lost).append(claim.pk)
             if wrote:
                 _keep_transcript(claim, error)
+        if version := run.grader_version or (done[0][1].version if done else ""):  # its audit dashboard figures
+            figures_stale(run.batch_id, ("agreement", "gradings", "drift"), version)
 
 
 def _send_retry(pk: int, queue: str, countdown: float) -> None:

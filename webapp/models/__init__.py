@@ -6,7 +6,7 @@ Migrations 0001 and 0003 name the default callables by their old path
 """
 
 from webapp.models.annotation import Annotation, AnnotationPolicy, Lease, default_review_criteria
-from webapp.models.audit import AuditItem, AuditSet, AuditVerdict, GoldGroup, ReferenceProxy
+from webapp.models.audit import AuditFigures, AuditItem, AuditSet, AuditVerdict, GoldGroup, ReferenceProxy
 from webapp.models.exports import ApiToken, Export
 from webapp.models.grading import Grading, GradingRun, GradingTranscript
 from webapp.models.renders import BatchPatch, PatchRender
@@ -14,7 +14,7 @@ from webapp.models.rollouts import Batch, Group, Trajectory, Transcript, default
 from webapp.models.search import SearchState
 
 __all__ = [
-    "Annotation", "AnnotationPolicy", "ApiToken", "AuditItem", "AuditSet", "AuditVerdict", "Batch", "BatchPatch",
-    "Export", "GoldGroup", "Grading", "GradingRun", "GradingTranscript", "Group", "Lease", "PatchRender",
+    "Annotation", "AnnotationPolicy", "ApiToken", "AuditFigures", "AuditItem", "AuditSet", "AuditVerdict", "Batch",
+    "BatchPatch", "Export", "GoldGroup", "Grading", "GradingRun", "GradingTranscript", "Group", "Lease", "PatchRender",
     "ReferenceProxy", "SearchState", "Trajectory", "Transcript", "default_advantage_config", "default_review_criteria",
 ]

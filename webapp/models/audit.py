@@ -118,3 +118,23 @@ class ReferenceProxy(models.Model):
 
     def __str__(self):
         return f"proxy of {self.group_id}"
+
+
+class AuditFigures(models.Model):
+    """One part of the audit dashboard's figures (webapp.audit.figures): computed by a worker,
+    read by every web process. `watermark` names the data it was computed from; a part whose
+    watermark is not the data's current one is stale and shown as such until recomputed."""
+
+    key = models.CharField(max_length=300, primary_key=True, help_text="kind:batch pk or 'all':version")
+    kind = models.CharField(max_length=16)
+    batch = models.ForeignKey(Batch, null=True, blank=True, on_delete=models.CASCADE, related_name="+",
+                              help_text="Empty: over every batch.")
+    version = models.CharField(max_length=200, blank=True, help_text="The grader version; empty for the drift.")
+    watermark = models.CharField(max_length=64, blank=True)
+    payload = models.JSONField(null=True, help_text="The figures; empty until first computed.")
+    computed_at = models.DateTimeField(null=True)
+    requested_at = models.DateTimeField(null=True, help_text="Set while a recompute is queued; the sweep sends "
+                                                             "again when it is over a minute old.")
+
+    def __str__(self):
+        return self.key

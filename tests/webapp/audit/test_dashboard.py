@@ -1,6 +1,7 @@
 """The grader dashboard: its figures are grading.agreement's on the same data, each CSV is the
 table under its chart, the gold set's drift warning fires on a worse version and not on an
-equal one, labels are escaped, bad selections are refused with the reason, and new data
+equal one, labels are escaped, bad selections are refused with the reason, the page shows the
+stored figures ("updating" while stale, "computing" before the first time) and new data
 recomputes only the figures it changes."""
 
 import csv
@@ -8,7 +9,6 @@ import io
 from html.parser import HTMLParser
 
 import pytest
-from django.core.cache import cache
 from django.db import connection
 from django.db.models.functions import Length
 from django.test.utils import CaptureQueriesContext
@@ -23,9 +23,9 @@ from tests.django_fixtures import make_user
 from tests.webapp.annotationdata import GRADER_TIERS, review_batch, save
 from tests.webapp.audit.auditdata import make_set
 from webapp.audit import figures
-from webapp.audit.services import gold_mark, verdict_save
+from webapp.audit.services import figures_refresh, gold_mark, verdict_save
 from webapp.audit.tables import dashboard_tables
-from webapp.models import Grading, GradingRun, Group, ReferenceProxy, Trajectory
+from webapp.models import AuditFigures, Grading, GradingRun, Group, ReferenceProxy, Trajectory
 from webapp.roles import ANNOTATOR
 
 pytestmark = pytest.mark.django_db
@@ -33,11 +33,6 @@ pytestmark = pytest.mark.django_db
 REVERSED = [["t5"], ["t4"], ["t2", "t3"], ["t1"]]
 HUMAN = [[["t1"], ["t2"], ["t3"], ["t4"], ["t5"]], [["t2", "t1"], ["t5"], ["t3", "t4"]],
          [["t4"], ["t1"], ["t2"], ["t3"], ["t5"]], [["t1"], ["t3"], ["t2"], ["t5"], ["t4"]]]
-
-
-@pytest.fixture(autouse=True)
-def empty_cache():
-    cache.clear()
 
 
 def graded(group, tiers, version, *, grader="heuristic", status=Grading.Status.DONE, tokens=0, seconds=None):
@@ -70,6 +65,17 @@ def data(tmp_path, annotator, auditor):
 def page(client, user, **params):
     client.force_login(user)
     return client.get(reverse("audit_dashboard"), params)
+
+
+def computed(client, user, **params):
+    """The page once the worker's task computed what its first view queued."""
+    page(client, user, **params)
+    figures_refresh()
+    return page(client, user, **params)
+
+
+def requested() -> set[tuple[str, str]]:
+    return set(AuditFigures.objects.exclude(requested_at=None).values_list("kind", "version"))
 
 
 def test_the_figures_are_grading_agreements_on_the_same_data(data, client, auditor):
@@ -118,7 +124,7 @@ def test_verdict_rates_carry_wilson_intervals(tmp_path, auditor, researcher):
 
 def test_each_csv_is_the_table_under_its_chart(data, client, auditor):
     batch, _ = data
-    html = page(client, auditor, batch=batch.pk, version=["v1", "v2"]).content.decode()
+    html = computed(client, auditor, batch=batch.pk, version=["v1", "v2"]).content.decode()
     tables = dashboard_tables(figures.dashboard(batch, figures.grader_versions(batch),
                                                 all_versions=figures.grader_versions(batch)))
     shown = html_tables(html)
@@ -160,7 +166,9 @@ def test_labels_are_escaped(tmp_path, client, auditor):
     batch = review_batch(tmp_path, n=2, name="<i>batch</i>")
     for group in Group.objects.filter(batch=batch):
         graded(group, GRADER_TIERS, "<script>alert(1)</script>", grader="<b>bold</b>")
-    html = page(client, auditor).content.decode()
+    html = page(client, auditor).content.decode()  # computing: the version named in the note
+    assert "Computing…</strong> &lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html
+    html = computed(client, auditor).content.decode()
     assert "<script>alert(1)" not in html and "<b>bold" not in html and "<i>batch" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;b&gt;bold&lt;/b&gt;" in html
     assert "<title>Factors · &lt;script&gt;" in html  # inside the SVG too
@@ -187,42 +195,98 @@ def test_the_page_needs_few_queries_cold_and_warm(data, client, auditor, django_
     batch, _ = data
     client.force_login(auditor)
     for params in ({}, {"batch": batch.pk}):
-        cache.clear()
-        with django_assert_max_num_queries(15):
+        with django_assert_max_num_queries(15):  # nothing stored: the verdict rates computed, the rest queued
             assert client.get(reverse("audit_dashboard"), params).status_code == 200
+        figures_refresh()
         with django_assert_max_num_queries(10):
             assert client.get(reverse("audit_dashboard"), params).status_code == 200
 
 
-def test_new_data_recomputes_only_the_figures_it_changes(data, client, auditor, annotator):
+def test_the_page_shows_stored_figures_updating_until_the_worker_recomputes_them(
+        data, client, auditor, annotator, django_capture_on_commit_callbacks):
     batch, groups = data
     client.force_login(auditor)
 
     def read():
+        """The page, and which figures its request computed."""
         with CaptureQueriesContext(connection) as ctx:
-            assert client.get(reverse("audit_dashboard"), {"batch": batch.pk}).status_code == 200
+            response = client.get(reverse("audit_dashboard"), {"batch": batch.pk})
+        assert response.status_code == 200
         sql = " ".join(q["sql"] for q in ctx.captured_queries)
-        return {"verdicts": '"webapp_auditverdict"."verdict"' in sql, "agreement": "ROW_NUMBER" in sql,
-                "gradings": "webapp_trajectory\".\"trajectory_id" in sql}
+        return response.content.decode(), {"verdicts": '"webapp_auditverdict"."verdict"' in sql,
+                                           "agreement": "ROW_NUMBER" in sql,
+                                           "gradings": "webapp_trajectory\".\"trajectory_id" in sql}
 
-    assert read() == {"verdicts": True, "agreement": True, "gradings": True}  # cold
-    assert read() == {"verdicts": False, "agreement": False, "gradings": False}  # warm
-    audit_set = make_set(auditor, batch, size=2)
+    def tau(html, version):
+        return next(row[3] for row in html_tables(html)["table-agreement"][1:]
+                    if row[0] == version and row[2] == "Kendall tau-b")
+
+    html, computing = read()  # never computed: only the cheap verdict rates are computed in the request
+    assert computing == {"verdicts": True, "agreement": False, "gradings": False}
+    assert "Computing…</strong> v1, v2, the gold set&#x27;s drift" in html and html_tables(html)["table-agreement"] == [
+        ["version", "grader", "measure", "value", "low", "high", "groups"]]
+    assert requested() == {("agreement", "v1"), ("agreement", "v2"), ("gradings", "v1"), ("gradings", "v2"),
+                           ("drift", "")}
+    assert read()[1] == {"verdicts": False, "agreement": False, "gradings": False}  # queued once, not again
+    figures_refresh()  # the worker's task
+    assert requested() == set()
+    html, computing = read()
+    assert computing == {"verdicts": False, "agreement": False, "gradings": False}
+    assert 'id="figures-updating"' not in html
+    before = tau(html, "v2")
+    assert before == f"{summarise([(h, REVERSED) for h in HUMAN]).kendall_tau.value:.4f}"
+
+    audit_set = make_set(auditor, batch, size=2)  # a verdict: its rates computed in the request
     verdict_save(item=audit_set.items.first(), auditor=auditor, verdict="wrong", categories=[], notes="")
-    assert read() == {"verdicts": True, "agreement": False, "gradings": False}
-    rates = figures.verdict_figures(batch, ["v1", "v2"])
-    assert sum(r.count for v in rates.values() for r in v.verdicts if r.label == "wrong") == 1
+    html, computing = read()
+    assert computing == {"verdicts": True, "agreement": False, "gradings": False} and requested() == set()
+    assert 'id="figures-updating"' not in html
 
-    save(groups[4], annotator, GRADER_TIERS)  # a fifth human ranking
-    assert read() == {"verdicts": False, "agreement": True, "gradings": False}
-    humans = [*HUMAN, GRADER_TIERS]
-    assert figures.ranking_figures(batch, ["v2"])["v2"].agreement == summarise([(h, REVERSED) for h in humans])
-
-    graded(groups[0], GRADER_TIERS, "v2")  # v2 again on one group: its figures, not v1's
-    assert read() == {"verdicts": False, "agreement": True, "gradings": True}
+    with django_capture_on_commit_callbacks(execute=True):
+        save(groups[4], annotator, GRADER_TIERS)  # a fifth human ranking: the write queues the agreement
+    assert requested() == {("agreement", "v1"), ("agreement", "v2")}
+    html, computing = read()  # the stored figures, marked as updating
+    assert computing == {"verdicts": False, "agreement": False, "gradings": False}
+    stored_at = AuditFigures.objects.get(kind="agreement", version="v2").computed_at
+    assert f"figures as of {timezone.localtime(stored_at):%Y-%m-%d %H:%M:%S}" in html and tau(html, "v2") == before
     with CaptureQueriesContext(connection) as ctx:
-        figures.ranking_figures(batch, ["v1"])
-    assert len(ctx.captured_queries) == 1  # the watermarks; v1's figures come from the cache
+        figures_refresh()
+    assert "ROW_NUMBER" in " ".join(q["sql"] for q in ctx.captured_queries)  # the agreement
+    assert "webapp_trajectory\".\"trajectory_id" not in " ".join(q["sql"] for q in ctx.captured_queries)
+    html, _ = read()
+    humans = [*HUMAN, GRADER_TIERS]
+    assert 'id="figures-updating"' not in html
+    assert tau(html, "v2") == f"{summarise([(h, REVERSED) for h in humans]).kendall_tau.value:.4f}" != before
+
+    graded(groups[0], GRADER_TIERS, "v2")  # v2 again on one group: its figures and the drift, not v1's
+    html, _ = read()
+    assert 'id="figures-updating"' in html
+    assert requested() == {("agreement", "v2"), ("gradings", "v2"), ("drift", "")}
+    figures_refresh()
+    with CaptureQueriesContext(connection) as ctx:
+        assert figures.ranking_figures(batch, ["v1", "v2"])["v2"].graded == 6
+    assert len(ctx.captured_queries) == 3  # the watermarks and the two stored parts: nothing computed
+
+
+def test_a_stored_part_reads_back_as_the_figures_computed(data):
+    batch, _ = data
+    versions = figures.grader_versions(batch)
+    computed = (figures.ranking_figures(batch, ["v1", "v2"]), figures.verdict_figures(batch, ["v1", "v2"]),
+                figures.gold_drift(batch, versions))
+    assert AuditFigures.objects.filter(payload=None).count() == 0 and AuditFigures.objects.count() == 7
+    assert (figures.ranking_figures(batch, ["v1", "v2"]), figures.verdict_figures(batch, ["v1", "v2"]),
+            figures.gold_drift(batch, versions)) == computed  # now decoded from the stored JSON
+
+
+def test_the_sweep_sends_again_for_a_part_requested_over_a_minute_ago(data, client, auditor):
+    from webapp.audit.services import figures_sweep
+
+    batch, _ = data
+    page(client, auditor, batch=batch.pk)  # queues the parts (the message goes nowhere: no worker here)
+    assert figures_sweep() == 0  # just requested: its message may still be on its way
+    AuditFigures.objects.filter(kind="drift").update(requested_at=timezone.now() - timezone.timedelta(minutes=2))
+    assert figures_sweep() == 1
+    assert figures_sweep() == 0  # sent again just now
 
 
 class _Tables(HTMLParser):

@@ -1,0 +1,164 @@
+"""The stored parts of the audit dashboard's figures (`AuditFigures`), shared by every web
+process, and the queue that keeps them current: webapp.audit.figures computes them.
+
+A part is one kind of figures ("agreement", "gradings", "verdicts", "drift") over one batch
+or every batch, for one grader version (none for the drift). Its row holds the figures as
+JSON, the watermark of the data they were computed from, and `requested_at` while a
+recompute is queued. A write that stales parts (a finished grading, a human ranking, a gold
+mark) calls `figures_stale`: once it commits, the parts' rows are marked requested and one
+message goes to the worker, only if none of them was requested already, so a grading run of
+10,000 groups sends one message while the recompute is pending, not one per grading. The
+worker's task recomputes every requested part (webapp.audit.services.figures_refresh) and
+sends itself again, after a pause, while writes keep requesting parts. A message the broker
+did not take (logged) or a worker that died is made up for by the sweep: it sends again for
+parts requested over a minute ago (webapp.audit.services.figures_sweep).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import types
+import typing
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+
+from webapp.jobs import AUDIT_FIGURES_TASK, CPU, app
+from webapp.models import AuditFigures
+
+log = logging.getLogger(__name__)
+
+LOST_AFTER = timedelta(minutes=1)  # a part requested this long ago: its message is taken as lost
+REPEAT_AFTER_S = 5  # while writes keep requesting parts, the task runs again this long after it ends
+ALL = "all"
+
+
+def part_key(kind: str, batch_id: int | None, version: str) -> str:
+    return f"{kind}:{ALL if batch_id is None else batch_id}:{version}"
+
+
+def watermark(mark) -> str:
+    """A short name of a part's data watermark (see figures.watermarks)."""
+    return hashlib.sha256(repr(mark).encode()).hexdigest()
+
+
+def read(keys: list[str]) -> dict[str, AuditFigures]:
+    return {row.key: row for row in AuditFigures.objects.filter(key__in=keys)}
+
+
+def store(parts: dict[tuple[str, int | None, str], tuple[str, object]]) -> None:
+    """Store each part's (watermark, figures), by (kind, batch pk, version); a queued
+    recompute of it stays queued (the data may have changed since the watermark was read)."""
+    now = timezone.now()
+    AuditFigures.objects.bulk_create(
+        [AuditFigures(key=part_key(kind, batch_id, version), kind=kind, batch_id=batch_id, version=version,
+                      watermark=mark, payload=encode(figures), computed_at=now)
+         for (kind, batch_id, version), (mark, figures) in parts.items()],
+        update_conflicts=True, unique_fields=["key"], update_fields=["watermark", "payload", "computed_at"])
+
+
+def request(parts: list[tuple[str, int | None, str]], *, stored: set[str]) -> None:
+    """Queue a recompute of `parts` (kind, batch pk, version) that are not requested yet; those
+    whose keys are not in `stored` have no row yet and get one. One message, sent once the
+    transaction in progress commits (two web processes creating the same row both send one)."""
+    now = timezone.now()
+    new = [part for part in parts if part_key(*part) not in stored]
+    AuditFigures.objects.bulk_create(
+        [AuditFigures(key=part_key(*part), kind=part[0], batch_id=part[1], version=part[2], requested_at=now)
+         for part in new], ignore_conflicts=True)
+    old = [part_key(*part) for part in parts if part_key(*part) in stored]
+    if new or (old and AuditFigures.objects.filter(key__in=old, requested_at=None).update(requested_at=now)):
+        transaction.on_commit(refresh_send, robust=True)
+
+
+def figures_stale(batch_id: int, kinds: tuple[str, ...], version: str | None = None) -> None:
+    """After a write that changes the data of parts of these `kinds` over `batch_id` (and so over
+    every batch), of `version` (None: of every version): once it commits, queue a recompute of
+    those that were ever computed (the others are computed when first shown)."""
+    def after_commit():
+        rows = AuditFigures.objects.filter(Q(batch_id=batch_id) | Q(batch=None), kind__in=kinds)
+        if version is not None:
+            rows = rows.filter(version__in=(version, ""))
+        now = timezone.now()
+        newly = rows.filter(requested_at=None).update(requested_at=now)
+        # A recompute already queued or running may have read the data before this write: a
+        # later request makes it run again (see `refreshed`).
+        rows.filter(requested_at__lt=now).update(requested_at=now)
+        if newly:
+            refresh_send()
+    transaction.on_commit(after_commit, robust=True)
+
+
+def requested() -> list[tuple[str, int | None, str]]:
+    return list(AuditFigures.objects.exclude(requested_at=None).values_list("kind", "batch_id", "version"))
+
+
+def refreshed(parts: list[tuple[str, int | None, str]], started: datetime) -> bool:
+    """Clear the requests of `parts` made before `started` (the recompute read the data after
+    them); True if a part is still requested (by a write since), and the task is sent again."""
+    AuditFigures.objects.filter(key__in=[part_key(*part) for part in parts],
+                                requested_at__lte=started).update(requested_at=None)
+    again = AuditFigures.objects.exclude(requested_at=None).exists()
+    if again:
+        refresh_send(countdown=REPEAT_AFTER_S)
+    return again
+
+
+def refresh_send(countdown: float | None = None) -> bool:
+    """Send the recompute task; False when the broker did not take it (logged: the sweep sends
+    it again)."""
+    try:
+        with app.connection_for_write() as connection:
+            app.send_task(AUDIT_FIGURES_TASK, queue=CPU, countdown=countdown, producer=connection.Producer())
+    except BrokerError as error:
+        log.warning("audit figures: recompute not queued, the sweep sends it again: the broker is unreachable (%s)",
+                    error)
+        return False
+    return True
+
+
+# --- figures as JSON -----------------------------------------------------------------------
+
+
+def encode(value):
+    """Figures (dataclasses of numbers, strings, lists, tuples, dicts, datetimes) as JSON data."""
+    if dataclasses.is_dataclass(value):
+        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: encode(v) for k, v in value.items()}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float):
+        return float(value)  # numpy's floats too
+    return value
+
+
+def decode(kind: type, data):
+    """`encode`'s output back as the `kind` it was, by the type hints of its dataclasses."""
+    if data is None:
+        return None
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (types.UnionType, typing.Union):  # X | None
+        (inner,) = [a for a in args if a is not type(None)]
+        return decode(inner, data)
+    if dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(kind)
+        return kind(**{f.name: decode(hints[f.name], data[f.name]) for f in dataclasses.fields(kind)})
+    if origin is tuple:
+        return tuple(decode(a, v) for a, v in zip(args, data, strict=True))
+    if origin is list:
+        return [decode(args[0], v) for v in data]
+    if origin is dict:
+        return {k: decode(args[1], v) for k, v in data.items()}
+    if kind is datetime:
+        return datetime.fromisoformat(data)
+    if kind is float:
+        return float(data)
+    return data
