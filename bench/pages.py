@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import fresh_database  # noqa: E402
+from bench import fresh_database, migrated_django  # noqa: E402
 
 BENCH_DB = "gagar_bench_pages"
 RUNS = 50
@@ -51,16 +51,7 @@ def setup_django() -> None:
     else:
         os.environ.pop("DATABASE_URL", None)
         os.environ["GAGAR_DATA_DIR"] = tempfile.mkdtemp(prefix="gagar-bench-pages-")
-    os.environ.setdefault("SECRET_KEY", "bench")
-    os.environ["ALLOWED_HOSTS"] = "testserver"
-    os.environ["DEBUG"] = ""
-    os.environ["DJANGO_SETTINGS_MODULE"] = "webapp.settings"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    migrated_django()
 
 
 def patch_text(seed: int, hunk_lines: int = 100) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench import fresh_database  # noqa: E402
+from bench import fresh_database, migrated_django  # noqa: E402
 
 BENCH_DB = "gagar_bench_search"
 RUNS = 50
@@ -60,16 +60,7 @@ def setup_django(reuse: bool) -> None:
     else:
         os.environ.pop("DATABASE_URL", None)
         os.environ["GAGAR_DATA_DIR"] = tempfile.mkdtemp(prefix="gagar-bench-search-")
-    os.environ.setdefault("SECRET_KEY", "bench")
-    os.environ["ALLOWED_HOSTS"] = "testserver"
-    os.environ["DEBUG"] = ""
-    os.environ["DJANGO_SETTINGS_MODULE"] = "webapp.settings"
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
+    migrated_django()
 
 
 SYLLABLES = ["get", "set", "load", "parse", "value", "field", "item", "node", "path", "line", "data", "config",

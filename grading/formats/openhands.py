@@ -23,7 +23,7 @@ import orjson
 
 from grading.formats import ImportNotes, Inputs, Record
 from grading.formats.files import Fields, json_items, task_from_instance
-from grading.formats.reports import EMPTY_PATCH, load_verdicts, reward_of
+from grading.formats.reports import load_verdicts, reward_of
 from grading.jsonl import ErrorLog, json_kind
 from grading.rollouts import distinct_files
 
@@ -56,10 +56,7 @@ def _record(item: dict, fields: Fields, run: str, verdicts, notes: ImportNotes) 
     task = _task(fields)
     if not fields.ok:
         return None
-    if not patch:
-        notes.skip(EMPTY_PATCH, f"{run}/{instance_id}")
-        return None
-    reward = reward_of(verdicts, instance_id)
+    reward = reward_of(verdicts, instance_id, patch)
     if isinstance(reward, str):
         notes.skip(reward, f"{run}/{instance_id}")
         return None

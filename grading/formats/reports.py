@@ -134,8 +134,11 @@ def _per_instance(report: dict, source: str, errors: ErrorLog) -> dict[str, Verd
     return verdicts
 
 
-def reward_of(verdicts: dict[str, Verdict], instance_id: str) -> float | str:
-    """1.0 or 0.0 by the report's verdict, or the reason there is none (a skip)."""
+def reward_of(verdicts: dict[str, Verdict], instance_id: str, patch: str) -> float | str:
+    """1.0 or 0.0 by the report's verdict on `patch`, or the reason there is none (a skip):
+    an empty patch, or no verdict."""
+    if not patch:
+        return EMPTY_PATCH
     verdict = verdicts.get(instance_id, NO_VERDICT)
     if isinstance(verdict, str):
         return verdict

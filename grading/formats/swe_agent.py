@@ -22,7 +22,7 @@ from pathlib import Path
 
 from grading.formats import ImportNotes, Inputs, Record
 from grading.formats.files import Fields, TaskGiver, load_json
-from grading.formats.reports import EMPTY_PATCH, load_verdicts, reward_of
+from grading.formats.reports import load_verdicts, reward_of
 from grading.jsonl import ErrorLog, json_kind
 from grading.rollouts import distinct_files
 
@@ -74,10 +74,7 @@ def _trajectory(path, source, run, verdicts, tasks, errors, notes) -> Iterator[R
     metrics = _metrics(info, fields, data)
     if not fields.ok:
         return
-    if not submission:
-        notes.skip(EMPTY_PATCH, f"{run}/{instance_id}")
-        return
-    reward = reward_of(verdicts, instance_id)
+    reward = reward_of(verdicts, instance_id, submission)
     if isinstance(reward, str):
         notes.skip(reward, f"{run}/{instance_id}")
         return

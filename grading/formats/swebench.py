@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 from grading.formats import ImportNotes, Inputs, Record
 from grading.formats.files import Fields, TaskGiver, json_items
-from grading.formats.reports import EMPTY_PATCH, load_verdicts, reward_of
+from grading.formats.reports import load_verdicts, reward_of
 from grading.jsonl import ErrorLog
 from grading.rollouts import distinct_files
 
@@ -34,10 +34,7 @@ def read(inputs: Inputs, errors: ErrorLog, notes: ImportNotes) -> Iterator[Recor
             patch = fields.text("model_patch", required=False)  # null: the model gave none
             if not fields.ok:
                 continue
-            if not patch:
-                notes.skip(EMPTY_PATCH, f"{run}/{instance_id}")
-                continue
-            reward = reward_of(verdicts, instance_id)
+            reward = reward_of(verdicts, instance_id, patch)
             if isinstance(reward, str):
                 notes.skip(reward, f"{run}/{instance_id}")
                 continue

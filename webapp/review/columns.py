@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from webapp.rankings import FinalRanking, corrected_passing
 from webapp.review import diffview
-from webapp.review.groupview import Cell, Row
+from webapp.review.groupview import Cell, PatchFigures, Row
 
 MAX_PINNED = 3  # each pinned column stays in view; more would leave no room for the others
 REFERENCE_LABEL = "reference (human fix)"
@@ -121,7 +121,7 @@ def order_note(final: FinalRanking | None, *, hidden: bool) -> str:
 
 
 @dataclass(eq=False)
-class ReferenceColumn:
+class ReferenceColumn(PatchFigures):
     """The group's reference patch as a column: task data, shown with the same diff view,
     never ranked."""
 
@@ -129,22 +129,6 @@ class ReferenceColumn:
     is_reference = True
     tid = REFERENCE_LABEL
     classes = "col ref"
-
-    @property
-    def added(self) -> int:
-        return self.view.parsed.added
-
-    @property
-    def removed(self) -> int:
-        return self.view.parsed.removed
-
-    @property
-    def n_files(self) -> int:
-        return len(self.view.parsed.files)
-
-    @property
-    def badges(self) -> str:
-        return diffview.marker_badges(self.view.parsed.markers)
 
 
 @dataclass

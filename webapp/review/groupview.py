@@ -18,8 +18,28 @@ from grading.diffs import align_files, classes_by_key, unique_files
 from webapp.review import diffview, renders, selectors
 
 
+class PatchFigures:
+    """What a column shows of its patch (`view`, a diffview.PatchView)."""
+
+    @property
+    def added(self) -> int:
+        return self.view.parsed.added
+
+    @property
+    def removed(self) -> int:
+        return self.view.parsed.removed
+
+    @property
+    def n_files(self) -> int:
+        return len(self.view.parsed.files)
+
+    @property
+    def badges(self) -> str:
+        return diffview.marker_badges(self.view.parsed.markers)
+
+
 @dataclass(eq=False)
-class Column:
+class Column(PatchFigures):
     trajectory: object  # a Trajectory without its patch
     view: diffview.PatchView
     advantage: dict | None = None
@@ -43,22 +63,6 @@ class Column:
     @property
     def passed(self) -> bool:
         return self.trajectory.passed
-
-    @property
-    def added(self) -> int:
-        return self.view.parsed.added
-
-    @property
-    def removed(self) -> int:
-        return self.view.parsed.removed
-
-    @property
-    def n_files(self) -> int:
-        return len(self.view.parsed.files)
-
-    @property
-    def badges(self) -> str:
-        return diffview.marker_badges(self.view.parsed.markers)
 
     @property
     def metrics(self) -> dict:
