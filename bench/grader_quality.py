@@ -26,8 +26,8 @@ from grading.evaluation import (
     changed_lines,
     evaluate,
     format_table,
-    reference_groups,
     proxy_tiers,
+    reference_groups,
     tiers_by,
     touched_paths,
     usable,
@@ -141,14 +141,14 @@ def tuned_bound(groups: list[ReferenceGroup]) -> str:
     for weights in itertools.product(*BOUND_GRID.values()):
         taus, hits = [], []
         for proxy, rows in used:
-            scores = {tid: round(sum(w * row[name] for w, name in zip(weights, BOUND_GRID)), 9)
+            scores = {tid: round(sum(w * row[name] for w, name in zip(weights, BOUND_GRID, strict=True)), 9)
                       for tid, row in rows.items()}
             ranking = tiers_by(scores, higher_first=True)
             tau = kendall_tau(proxy, ranking)
             if tau is not None:
                 taus.append(tau)
             hits.append(top1_share(reference=proxy, predicted=ranking))
-        results.append((float(np.mean(taus)), float(np.mean(hits)), dict(zip(BOUND_GRID, weights))))
+        results.append((float(np.mean(taus)), float(np.mean(hits)), dict(zip(BOUND_GRID, weights, strict=True))))
     tau, top1, weights = max(results, key=lambda r: r[0] + r[1])
     named = ", ".join(f"{name} {w:+g}" for name, w in weights.items() if w)
     return (f"tuned bound, weights chosen on these {len(used)} groups out of {len(results)} weightings "

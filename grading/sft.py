@@ -84,6 +84,26 @@ def answer(workspace: Workspace, tiers: Tiers, rationales: Mapping[str, str],
     return {"role": "assistant", "content": content}
 
 
+def under_test_verdicts(tiers: Tiers, rationales: Mapping[str, str], verdicts: Mapping[str, Mapping],
+                        passing: Sequence[str]) -> tuple[Tiers, dict[str, str]]:
+    """A human ranking made under corrected test verdicts, as the grader can answer it: the
+    grader ranks what the tests passed (`passing`). Ids the tests failed and the human passed
+    leave the ranking; ids the tests passed and the human failed join it as one last tier,
+    their rationale the human's reason. `verdicts`: id -> {"passed": bool, "reason": text}.
+
+    >>> under_test_verdicts([["t3"], ["t2"]], {"t2": "ok", "t3": "best"},
+    ...                     {"t1": {"passed": False, "reason": "edits the test"},
+    ...                      "t3": {"passed": True, "reason": "flaky test"}}, ["t1", "t2"])
+    ((('t2',), ('t1',)), {'t2': 'ok', 't1': 'the tests pass, but it does not fix the task: edits the test'})
+    """
+    tested = set(passing)
+    kept = tuple(kept for kept in (tuple(tid for tid in tier if tid in tested) for tier in tiers) if kept)
+    failed = tuple(tid for tid in passing if tid in verdicts and not verdicts[tid]["passed"])
+    texts = {tid: rationales.get(tid, "") for tier in kept for tid in tier}
+    texts.update({tid: f"the tests pass, but it does not fix the task: {verdicts[tid]['reason']}" for tid in failed})
+    return (*kept, failed) if failed else kept, texts
+
+
 def same_ranking(a: Tiers, b: Tiers) -> bool:
     """Whether two rankings order the same ids the same way (order inside a tier aside)."""
     return positions(a) == positions(b)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import combinations
 from pathlib import Path
 
@@ -45,6 +45,7 @@ from grading.sft import (
     same_ranking,
     split_of,
     swapped,
+    under_test_verdicts,
     workspace_for,
 )
 from grading.workspace import PROMPT_VERSION
@@ -118,6 +119,7 @@ class _Tally:
     flags: Counter = field(default_factory=Counter)
     pairs: Counter = field(default_factory=Counter)
     rewritten: int = 0
+    corrected: list[str] = field(default_factory=list)  # group ids whose human overrode test verdicts
     tasks: dict[str, set] = field(default_factory=lambda: {side: set() for side in SIDES})
     examples: Counter = field(default_factory=Counter)
     side_pairs: Counter = field(default_factory=Counter)
@@ -216,6 +218,10 @@ def _export(batch: Batch, item: _Verified, view: GroupView, options: dict, dedup
     if len(view.passing) < 2:
         tally.excluded[FEW_PASSING].append(gid)
         return
+    if ranking.verdicts:
+        tiers, rationales = under_test_verdicts(ranking.tiers, ranking.rationales, ranking.verdicts,
+                                                [t.trajectory_id for t in view.passing])
+        ranking = replace(ranking, tiers=tiers, rationales=rationales)
     workspace = workspace_for(view, options["seed"])
     try:
         chosen = answer(workspace, ranking.tiers, ranking.rationales, ranking.flags)
@@ -231,12 +237,14 @@ def _export(batch: Batch, item: _Verified, view: GroupView, options: dict, dedup
     prompt = workspace.initial_messages()
     meta = {"batch": batch.name, "group_id": gid, "task_id": item.task_key}
     _line(files[EXAMPLES[side]], {**meta, "ranking_source": item.source, "messages": [*prompt, chosen]})
-    for rejected_from, rejected in _rejected(workspace, item, tally):
+    for rejected_from, rejected in _rejected(workspace, ranking, item.grader, tally):
         _line(files[PAIRS[side]], {**meta, "rejected_from": rejected_from, "prompt": prompt,
                                    "chosen": [chosen], "rejected": [rejected]})
         tally.pairs[rejected_from] += 1
         tally.side_pairs[side] += 1
     tally.exported.append(item.group_pk)
+    if ranking.verdicts:
+        tally.corrected.append(gid)
     if item.grader is not None:
         tally.with_grader.append((ranking.tiers, item.grader.tiers))
     tally.source[item.source] += 1
@@ -246,10 +254,9 @@ def _export(batch: Batch, item: _Verified, view: GroupView, options: dict, dedup
     tally.rewritten += sum(1 for text in ranking.rationales.values() if text and grader_text(text) != text)
 
 
-def _rejected(workspace, item: _Verified, tally: _Tally):
+def _rejected(workspace, ranking: FinalRanking, grader: FinalRanking | None, tally: _Tally):
     """(where from, assistant message) of each worse answer: the grader's ranking where the
     human ordered differently, and the verified ranking with its best and worst swapped."""
-    ranking, grader = item.ranking, item.grader
     if grader is not None and not same_ranking(grader.tiers, ranking.tiers):
         try:
             yield "grader", answer(workspace, grader.tiers, grader.rationales, grader.flags)
@@ -287,6 +294,7 @@ def _summary(batch: Batch, options: dict, tally: _Tally, *, reviewed: int) -> di
         "pairs": {key: tally.pairs[key] for key in ("grader", "swap", "grader_answer_unusable")},
         "flags": {name: tally.flags[name] for name in FLAGS if tally.flags[name]},
         "rationales_rewritten": tally.rewritten,
+        "test_verdicts_corrected": sorted(tally.corrected),
         "agreement": {"annotators": _annotator_agreement(tally.exported),
                       "grader": {"groups": len(tally.with_grader), **_estimates(tally.with_grader)}},
         "files": [*EXAMPLES.values(), *PAIRS.values(), DATASHEET],

@@ -51,6 +51,10 @@ def datasheet(summary: dict) -> str:
         "",
         f"Rationales rewritten into the grader's alphabet or length: {summary['rationales_rewritten']}.",
         "",
+        f"Rankings made under test verdicts a human corrected: {len(summary['test_verdicts_corrected'])}. The "
+        "grader ranks what the tests passed, so each example ranks those: a trajectory the human passed against "
+        "the tests is left out, one the human failed is ranked last with the human's reason.",
+        "",
         "## Agreement",
         "",
         _agreement("Annotators who ranked the same group independently", summary["agreement"]["annotators"]),

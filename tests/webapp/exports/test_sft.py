@@ -264,6 +264,28 @@ def test_hostile_text_stays_data(tmp_path, annotator):
     assert all(flag in FLAGS for flags in action["flags"].values() for flag in flags)
 
 
+def test_a_ranking_under_corrected_test_verdicts_goes_out_as_the_grader_could_answer_it(tmp_path, annotator):
+    """t5 passes its tests but the human failed it, t6 fails them but the human passed it: the
+    example ranks what the tests passed, t5 last with the human's reason, t6 left out."""
+    batch = import_batch(tmp_path, records("task-1"), name="overrides")
+    group = Group.objects.get(batch=batch)
+    verdicts = {"t5": {"passed": False, "reason": "leaves <script> as a stray file"},
+                "t6": {"passed": True, "reason": "the test is flaky; the fix is right"}}
+    save(group, annotator, [["t6"], ["t1", "t2"], ["t3"], ["t4"]], verdicts=verdicts,
+         rationales={**{tid: RATIONALES[tid] for tid in ("t1", "t2", "t3", "t4")}, "t6": "right fix"})
+    summary = export(batch, tmp_path / "out", seed=3)
+    [example] = [*examples(tmp_path / "out")["train"], *examples(tmp_path / "out")["validation"]]
+    action = json.loads(example["messages"][2]["content"])
+    mapping = _mapping(group, seed=3)
+    assert [sorted(mapping[label] for label in tier) for tier in action["ranking"]] == \
+        [["t1", "t2"], ["t3"], ["t4"], ["t5"]]
+    label = {tid: label for label, tid in mapping.items()}
+    assert action["rationales"][label["t5"]] == \
+        "the tests pass, but it does not fix the task: leaves <script> as a stray file"
+    assert summary["test_verdicts_corrected"] == ["task-1"] and summary["groups"]["excluded"] == {}
+    assert "Rankings made under test verdicts a human corrected: 1." in (tmp_path / "out" / DATASHEET).read_text()
+
+
 def test_a_batch_without_a_human_ranking_is_refused_and_nothing_is_written(tmp_path):
     batch = import_batch(tmp_path, records("task-1"), name="graded only")
     grade(Group.objects.get(batch=batch))
