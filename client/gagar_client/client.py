@@ -155,11 +155,12 @@ class Client:
         """Grade one training step's groups and return a reward for every trajectory.
 
         `rollouts` are rollout-format records (group_id, trajectory_id, reward, patch, ...).
-        Groups not ranked within `deadline` seconds, or whose grading failed, get their plain
-        GRPO advantage and are named in `fallback`. If the app cannot be reached (or fails
-        with a 5xx) before the deadline, every trajectory gets its test reward and every
-        group is in `fallback`: training never waits on the app. A 4xx answer (a bad
-        rollout, a bad token) raises GagarAPIError: that is a mistake to fix, not to ride out.
+        Groups not ranked within `deadline` seconds, or whose grading failed or was cancelled,
+        get their plain GRPO advantage and are named in `fallback`. If the app cannot be
+        reached (or fails with a 5xx) before the deadline, every trajectory gets its test
+        reward and every group is in `fallback`: training never waits on the app. A 4xx
+        answer (a bad rollout, a bad token) raises GagarAPIError: that is a mistake to fix,
+        not to ride out.
         Returns by `deadline` plus at most one request timeout."""
         end = time.monotonic() + deadline
         keys = [_key(r) for r in rollouts]
@@ -272,7 +273,7 @@ def _step_result(answer: dict, keys: list[tuple[str, str]], deadline: float) -> 
     for group in answer["groups"]:
         if group["state"] == "pending":
             fallback[group["group_id"]] = f"timeout: not graded within {deadline:g} s"
-        elif group["state"] == "failed":
+        elif group["state"] in ("failed", "cancelled"):  # the app's reason says which
             fallback[group["group_id"]] = group["reason"]
     missing = [key for key in keys if key not in rows]
     if missing:

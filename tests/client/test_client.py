@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from gagar_client import Client, GagarAPIError, GagarError
+from gagar_client.steps import step_values
 
 
 class Scripted(ThreadingHTTPServer):
@@ -157,3 +158,21 @@ def test_waiting_for_advantages_gives_up_after_its_timeout_with_the_status(serve
         client.wait_for_advantages("b", timeout=0)
     assert str(error.value) == f"grading of 'b' not done after 0 s: {status['gradings']}"
     assert server.seen[1][1] == "/api/batches/7/advantages?format=jsonl&wait=0.0"
+
+
+def test_failed_and_cancelled_groups_keep_grpo_and_are_logged_as_such(serve, caplog):
+    rows = [{"group_id": g, "trajectory_id": t, "grpo_advantage": grpo, "reward_for_trainer": gagar}
+            for g, t, grpo, gagar in (("g1", "a", 0.5, 0.7), ("g2", "a", 0.5, 0.6), ("g3", "a", 0.5, 0.8))]
+    groups = [{"group_id": "g1", "state": "graded", "reason": "ranked by the grader"},
+              {"group_id": "g2", "state": "failed", "reason": "grading failed: backend down"},
+              {"group_id": "g3", "state": "cancelled", "reason": "grading cancelled: cancelled by rita"}]
+    server = serve((202, {"batch_id": 7}, 0),
+                   (200, {"batch": "r/step-1", "complete": True, "groups": groups, "trajectories": rows}, 0))
+    records = [{"group_id": g, "trajectory_id": "a", "reward": 1.0} for g in ("g1", "g2", "g3")]
+    with Client(server.url, "tok") as client, caplog.at_level("WARNING", logger="gagar_client"):
+        values, fallback = step_values(client, records, run="r", step=1, grader="heuristic", deadline=5,
+                                       advantage_config=None)
+    assert values == [0.7, 0.5, 0.5]
+    assert fallback == {"g2": "grading failed: backend down", "g3": "grading cancelled: cancelled by rita"}
+    assert caplog.messages == ["GAGAR r step 1: group g2 keeps plain rewards (grading failed: backend down)",
+                               "GAGAR r step 1: group g3 keeps plain rewards (grading cancelled: cancelled by rita)"]

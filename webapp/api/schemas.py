@@ -102,6 +102,9 @@ class RunOut(Schema):
     grader: str
     grader_version: str
     created_at: datetime
+    state: Literal["running", "cancelling", "cancelled", "done", "failed", "partial"]
+    cancelled_at: datetime | None
+    cancelled_by: str | None = Field(description="who cancelled the run; null when not cancelled or unknown")
     counts: dict[str, int]
     failures: list[dict[str, Any]]
 
@@ -215,7 +218,7 @@ class StepSubmitOut(Schema):
 class GroupStateOut(BaseModel):
     group_id: str
     label: str
-    state: Literal["graded", "pending", "failed", "not_mixed"]
+    state: Literal["graded", "pending", "failed", "cancelled", "not_mixed"]
     reason: str
 
 
@@ -223,6 +226,9 @@ class TrajectoryRewardOut(BaseModel):
     group_id: str
     trajectory_id: str
     reward: float
+    corrected_reward: float | None = Field(
+        description="the reward after a human overrode the test verdict (1.0 passing, 0.0 not); null where "
+                    "nobody did. `passed` and the advantages follow it")
     passed: bool
     grpo_advantage: float
     advantage: float

@@ -69,7 +69,9 @@ def batch_status(batch: Batch) -> dict:
         "gradings": gradings,
         "grading_active": bool(gradings[Grading.Status.QUEUED] or gradings[Grading.Status.RUNNING]),
         "runs": [{"id": r.run.pk, "grader": r.run.grader, "grader_version": r.run.grader_version,
-                  "created_at": r.run.created_at, "counts": r.counts,
+                  "created_at": r.run.created_at, "state": r.state, "cancelled_at": r.run.cancelled_at,
+                  "cancelled_by": r.run.cancelled_by.get_username() if r.run.cancelled_by else None,
+                  "counts": r.counts,
                   "failures": [{"group_id": f["group__group_id"], "error": f["error"], "attempts": f["attempts"]}
                                for f in r.failures]}
                  for r in runs],
@@ -79,8 +81,9 @@ def batch_status(batch: Batch) -> dict:
 def step_result(batch: Batch) -> dict:
     """Every trajectory's reward for the trainer under the batch's config, and each group's
     state: graded (a grader's or a human's ranking applies), pending (a grading of it is
-    queued or running: what `grading_active` waits for), failed (with the reason), or
-    not_mixed (nothing to rank)."""
+    queued or running: what `grading_active` waits for), failed (with the reason), cancelled
+    (its grading's run was cancelled before it was graded), or not_mixed (nothing to rank).
+    The rows are the advantages export's (`advantage_rows`), `corrected_reward` included."""
     config = AdvantageConfig.from_dict(batch.advantage_config)
     rows = advantage_rows(batch, config)
     active: set[str] = set()
@@ -103,8 +106,8 @@ def step_result(batch: Batch) -> dict:
         "config": config.as_dict(),
         "groups": list(groups.values()),
         "trajectories": [
-            {**{key: row[key] for key in ("group_id", "trajectory_id", "reward", "passed", "grpo_advantage",
-                                          "advantage", "source")},
+            {**{key: row[key] for key in ("group_id", "trajectory_id", "reward", "corrected_reward", "passed",
+                                          "grpo_advantage", "advantage", "source")},
              "reward_for_trainer": row["advantage"]}
             for row in rows
         ],
@@ -128,4 +131,7 @@ def _group_state(row: dict, active: bool, finished: tuple[str, str] | None) -> d
         return {**state, "state": "failed", "reason": f"the ranking cannot apply: {row['source_reason']}"}
     if finished is None:
         return {**state, "state": "failed", "reason": "no grading was launched for it"}
-    return {**state, "state": "failed", "reason": f"grading failed: {finished[1]}"}
+    status, error = finished
+    if status == Grading.Status.CANCELLED:
+        return {**state, "state": "cancelled", "reason": f"grading cancelled: {error}"}
+    return {**state, "state": "failed", "reason": f"grading failed: {error}"}

@@ -9,8 +9,10 @@ import pytest
 
 from tests.factories import group
 from tests.webapp.api.reference import core_advantages, varied
+from webapp.annotation.services import ranking_save
+from webapp.grading.services import grading_run_cancel
 from webapp.grading.worker import gradings_process
-from webapp.models import Batch, Grading, GradingRun
+from webapp.models import Batch, Grading, GradingRun, Group
 
 pytestmark = pytest.mark.django_db
 
@@ -124,3 +126,41 @@ def test_bad_rollouts_config_or_grader_leave_nothing_behind(api):
 def test_an_unknown_step_is_404(api):
     response = api.rewards(12345)
     assert (response.status_code, response.json()) == (404, {"errors": ["No Batch matches the given query."]})
+
+
+def test_a_cancelled_grading_is_a_cancelled_group_that_keeps_grpo(api, researcher, bearer, client):
+    batch_id = api.submit().json()["batch_id"]
+    batch = Batch.objects.get(pk=batch_id)
+    gradings_process(grading_ids=[Grading.objects.get(run__batch=batch, group__group_id="g1").pk])
+    run = GradingRun.objects.get(batch=batch)
+    grading_run_cancel(run=run, user=researcher)  # g2 is still queued: it is never graded
+    answer = api.rewards(batch_id).json()
+    assert answer["complete"] is True
+    assert {g["group_id"]: (g["state"], g["reason"]) for g in answer["groups"]} == {
+        "g1": ("graded", "ranked by the grader"), "g2": ("cancelled", "grading cancelled: cancelled by rita"),
+        "g3": ("not_mixed", "all_pass: no pass/fail mix to rank")}
+    g2 = [r for r in answer["trajectories"] if r["group_id"] == "g2"]
+    assert all(r["reward_for_trainer"] == r["grpo_advantage"] and r["source"] == "none" for r in g2)
+
+    [status] = client.get(f"/api/batches/{batch_id}", headers=bearer(researcher)).json()["runs"]
+    assert (status["state"], status["cancelled_by"]) == ("cancelled", "rita")
+    assert status["counts"]["done"] == status["counts"]["cancelled"] == 1
+
+
+def test_each_trajectory_carries_the_corrected_reward_of_the_advantages_endpoint(api, researcher, bearer, client):
+    batch_id = api.submit().json()["batch_id"]
+    process(Batch.objects.get(pk=batch_id))
+    g2 = Group.objects.get(batch_id=batch_id, group_id="g2")
+    ranking_save(group=g2, user=researcher, tiers=[["t1"], ["t2"], ["t3"]], flags={}, rationales={},
+                 group_rationale="", based_on_version=0, grading_id=None,
+                 verdicts={"t1": {"passed": True, "reason": "the test is flaky; the fix is right"}})
+    rows = api.rewards(batch_id).json()["trajectories"]
+    assert {(r["group_id"], r["trajectory_id"]): r["corrected_reward"] for r in rows
+            if r["corrected_reward"] is not None} == {("g2", "t1"): 1.0}
+    t1 = next(r for r in rows if (r["group_id"], r["trajectory_id"]) == ("g2", "t1"))
+    assert (t1["reward"], t1["passed"], t1["source"]) == (0.0, True, "human") and t1["reward_for_trainer"] > 0
+    exported = client.get(f"/api/batches/{batch_id}/advantages", headers=bearer(researcher))
+    lines = [json.loads(line) for line in b"".join(exported.streaming_content).splitlines()]
+    fields = ("corrected_reward", "passed", "reward_for_trainer")
+    assert {(r["group_id"], r["trajectory_id"]): tuple(r[f] for f in fields) for r in rows} == {
+        (r["group_id"], r["trajectory_id"]): tuple(r[f] for f in fields) for r in lines}

@@ -4,7 +4,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from webapp.models import GradingRun
+from webapp.grading.services import grading_run_cancel
+from webapp.models import Grading, GradingRun
 
 pytestmark = pytest.mark.django_db
 
@@ -43,3 +44,19 @@ def test_grade_reports_bad_arguments(sample_batch, options, message):
 def test_sweep_gradings_reports_what_it_did(db, capsys):
     call_command("sweep_gradings", resend_after=60)
     assert capsys.readouterr().out.strip() == "0 re-queued, 0 failed, 0 sent"
+
+
+@pytest.mark.django_db(transaction=True)  # the launch's messages go out on commit
+def test_grade_wait_says_who_cancelled_the_run_and_exits_3(sample_batch, researcher, monkeypatch, capsys):
+    def cancel_once_sent(grading_ids, queue, **options):  # a researcher cancels as soon as the run starts
+        grading_run_cancel(run=Grading.objects.get(pk=grading_ids[0]).run, user=researcher)
+
+    monkeypatch.setattr("webapp.grading.services.enqueue", cancel_once_sent)
+    with pytest.raises(CommandError) as error:
+        call_command("grade", batch="sample", wait=True, timeout=10)
+    run = GradingRun.objects.get()
+    mixed = sample_batch.groups.filter(label="mixed").count()
+    at = run.cancelled_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    assert str(error.value) == f"run {run.pk} was cancelled by rita at {at}: 0 of {mixed} groups graded"
+    assert error.value.returncode == 3
+    assert f"cancelled {mixed}" in capsys.readouterr().out

@@ -2,14 +2,20 @@ import json
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
-from webapp.grading.selectors import FAILED, in_progress, wait_for
+from webapp.grading.selectors import DONE, FAILED, in_progress, wait_for
 from webapp.grading.services import LaunchError, grading_launch
-from webapp.models import Batch
+from webapp.models import Batch, GradingRun
+
+# Exit statuses of --wait (2 is argparse's, for a bad command line).
+EXIT_FAILED, EXIT_CANCELLED = 1, 3
 
 
 class Command(BaseCommand):
-    help = "Queue grading of a batch's mixed groups for the workers; --wait follows it to the end."
+    help = ("Queue grading of a batch's mixed groups for the workers; --wait follows it to the end. "
+            f"Exit status: 0 done; {EXIT_FAILED} some gradings failed, or an error (no such batch, a bad "
+            f"--config, --timeout reached); {EXIT_CANCELLED} with --wait, the run was cancelled.")
 
     def add_arguments(self, parser):
         parser.add_argument("--batch", required=True)
@@ -17,7 +23,9 @@ class Command(BaseCommand):
         parser.add_argument("--config", default="{}", help="the grader's keyword arguments, as JSON")
         parser.add_argument("--regrade", action="store_true", help="also groups this grader already graded")
         parser.add_argument("--queue", help="override the grader's queue (cpu or gpu)")
-        parser.add_argument("--wait", action="store_true", help="show progress until done; exit 1 if any failed")
+        parser.add_argument("--wait", action="store_true",
+                            help=f"show progress until done; exit {EXIT_FAILED} if any failed, "
+                                 f"{EXIT_CANCELLED} if the run was cancelled")
         parser.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
 
     def handle(self, *args, batch, grader, config, regrade, queue, wait, timeout, **options):
@@ -57,8 +65,14 @@ class Command(BaseCommand):
         self.stdout.write("")
         for failure in launch.run.gradings.filter(status=FAILED).values("group__group_id", "error"):
             self.stderr.write(f"failed {failure['group__group_id']}: {failure['error']}")
+        run = GradingRun.objects.select_related("cancelled_by").get(pk=launch.run.pk)
+        if run.cancelled_at is not None:
+            by = f" by {run.cancelled_by.get_username()}" if run.cancelled_by else ""
+            at = timezone.localtime(run.cancelled_at).strftime("%Y-%m-%d %H:%M:%S %Z")
+            raise CommandError(f"run {run.pk} was cancelled{by} at {at}: {counts[DONE]} of "
+                               f"{sum(counts.values())} groups graded", returncode=EXIT_CANCELLED)
         if counts[FAILED]:
-            raise CommandError(f"{counts[FAILED]} of {sum(counts.values())} groups failed")
+            raise CommandError(f"{counts[FAILED]} of {sum(counts.values())} groups failed", returncode=EXIT_FAILED)
 
     def _progress(self, counts):
         if counts == getattr(self, "_last", None):
