@@ -4,10 +4,12 @@ reward functions share."""
 from __future__ import annotations
 
 import hashlib
+import importlib
+import itertools
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,6 +17,10 @@ if TYPE_CHECKING:
     from gagar_client.client import Client
 
 logger = logging.getLogger("gagar_client")
+
+# A step's number is how many steps this process has sent for the run before it: verl's
+# reward functions are not told verl's global step.
+_steps: dict[str, itertools.count] = {}
 
 
 @dataclass(frozen=True)
@@ -78,3 +84,23 @@ def test_rewards(values: Sequence, n: int, source: str) -> list[float]:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{source} gave completion {i} the reward {value!r}; each needs a finite number")
     return [float(r) for r in rewards]
+
+
+def next_step(run: str) -> int:
+    """The number of the next step this process sends for `run`: 0, 1, 2, ..."""
+    return next(_steps.setdefault(run, itertools.count()))
+
+
+def test_score_function(test_score: str | Callable) -> Callable:
+    """verl's per-sample test verdict, given as the function or as `"module:function"`."""
+    if callable(test_score):
+        return test_score
+    module, _, name = str(test_score).partition(":")
+    if not name:
+        raise ValueError(f"compute_score: test_score must be 'module:function', got {test_score!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def score_number(score: float | dict) -> float:
+    """A verl score as a number: verl's reward functions may return `{"score": ...}`."""
+    return score["score"] if isinstance(score, dict) else score

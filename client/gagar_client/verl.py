@@ -16,18 +16,20 @@ mean, and GAGAR advantages have a group mean of zero: verl trains on them unchan
 
 from __future__ import annotations
 
-import importlib
-import itertools
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gagar_client.client import Client
-from gagar_client.steps import Sample, group_records, step_values, test_rewards
-
-# A step's number is how many steps this process has graded for the run before it:
-# the batch reward manager is not told verl's global step.
-_steps: dict[str, itertools.count] = {}
+from gagar_client.steps import (
+    Sample,
+    group_records,
+    next_step,
+    score_number,
+    step_values,
+    test_rewards,
+    test_score_function,
+)
 
 
 def compute_score(
@@ -63,9 +65,9 @@ def compute_score(
     token = os.environ.get(token_env)
     if not token:
         raise ValueError(f"compute_score: the API token goes in the environment variable {token_env} (token_env)")
-    score = _function(test_score)
+    score = test_score_function(test_score)
     n = len(solution_strs)
-    scores = test_rewards([_number(score(data_source=data_sources[i], solution_str=solution_strs[i],
+    scores = test_rewards([score_number(score(data_source=data_sources[i], solution_str=solution_strs[i],
                                          ground_truth=ground_truths[i], extra_info=extra_infos[i]))
                            for i in range(n)], n, f"compute_score: test_score {test_score!r}")
     members: dict[str, list[int]] = {}
@@ -80,7 +82,7 @@ def compute_score(
                           messages=[{"role": "assistant", "content": solution_strs[i]}]) for i in indices]
         records += group_records(task, samples, position=position, statement=None, pass_threshold=pass_threshold)
         order += indices
-    step = next(_steps.setdefault(run, itertools.count()))
+    step = next_step(run)
     with Client(url, token, timeout=timeout) as client:
         values, _ = step_values(client, records, run=run, step=step, grader=grader, deadline=deadline,
                                 advantage_config=advantage_config)
@@ -89,15 +91,3 @@ def compute_score(
         out[i] = value
     return out
 
-
-def _function(test_score: str | Callable) -> Callable:
-    if callable(test_score):
-        return test_score
-    module, _, name = str(test_score).partition(":")
-    if not name:
-        raise ValueError(f"compute_score: test_score must be 'module:function', got {test_score!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def _number(score: float | dict) -> float:
-    return score["score"] if isinstance(score, dict) else score

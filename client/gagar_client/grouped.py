@@ -1,0 +1,215 @@
+"""GAGAR rewards from verl 0.9.1's reward loop, which scores one response per call.
+
+verl 0.9.1's trainer scores each response on its own: its reward loop
+(`verl/experimental/reward_loop`) sends every finished rollout to a reward-loop worker,
+whose `naive` manager awaits `compute_score(data_source, solution_str, ground_truth,
+extra_info, **reward_kwargs)` when it is a coroutine function. GAGAR ranks a whole group,
+so this `compute_score` parks each call until the `group_size` (verl's `rollout.n`)
+responses of its prompt have arrived in this process, found by `extra_info[group_key]`
+as in `gagar_client.verl`, then grades the group with the same client code as the batch
+path and answers every parked call with its response's value.
+
+Groups that complete within `batch_window` seconds of each other share one app request
+(one step of the run in the app). A group still incomplete `group_timeout` seconds after
+its first response arrived (its responses went to several processes, or one was lost)
+is not sent: each of its calls gets its test score, logged as a warning, so verl's GRPO
+gives those responses their plain Dr. GRPO advantage over the whole group.
+
+Pending groups are kept per event loop (the loop running the call), never in a loop
+made at import time: verl runs each reward-loop worker's calls in that worker's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gagar_client.client import Client
+from gagar_client.steps import (
+    Sample,
+    group_records,
+    logger,
+    next_step,
+    score_number,
+    step_values,
+    test_rewards,
+    test_score_function,
+)
+
+
+async def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict,
+    *,
+    url: str,
+    run: str,
+    test_score: str | Callable[..., float | dict],
+    group_size: int,
+    token_env: str = "GAGAR_TOKEN",
+    group_key: str = "index",
+    pass_threshold: float = 1.0,
+    grader: str = "heuristic",
+    deadline: float = 60.0,
+    group_timeout: float = 60.0,
+    batch_window: float = 1.0,
+    timeout: float = 30.0,
+    advantage_config: dict | None = None,
+) -> float:
+    """GAGAR's redistributed advantage of this response, once its whole group is graded.
+
+    The keyword arguments come from verl's `reward_kwargs`, as for
+    `gagar_client.verl.compute_score`, plus `group_size` (verl's
+    `actor_rollout_ref.rollout.n`), `group_timeout` (seconds a group waits for its missing
+    responses, from its first) and `batch_window` (seconds a complete group waits for
+    others to share its app request). `test_score` may be a coroutine function.
+
+    A complete group gets the batch path's values and fallbacks: the app not ranking it
+    within `deadline` seconds, its plain GRPO advantage; the app unreachable, its test
+    scores; each logged. A 4xx answer from the app raises in every call of the request.
+    """
+    token = os.environ.get(token_env)
+    if not token:
+        raise ValueError(f"compute_score: the API token goes in the environment variable {token_env} (token_env)")
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
+        raise ValueError(f"compute_score: group_size must be verl's rollout.n, at least 2; got {group_size!r}")
+    if not isinstance(extra_info, dict) or group_key not in extra_info:
+        raise ValueError(f"compute_score: the response has no extra_info[{group_key!r}] (group_key) to find its "
+                         "prompt's group by; write one into the dataset's extra_info")
+    reward = await _test_score(test_score, data_source=data_source, solution_str=solution_str,
+                               ground_truth=ground_truth, extra_info=extra_info)
+    settings = _Settings(url=url, token=token, run=run, grader=grader, deadline=float(deadline),
+                         timeout=float(timeout), advantage_config=json.dumps(advantage_config or {}, sort_keys=True),
+                         pass_threshold=float(pass_threshold), group_size=group_size,
+                         group_timeout=float(group_timeout), batch_window=float(batch_window))
+    sample = Sample(reward=reward, patch=solution_str, messages=[{"role": "assistant", "content": solution_str}])
+    return await _buffer().park(settings, str(extra_info[group_key]), sample)
+
+
+async def _test_score(test_score, **sample) -> float:
+    """The test verdict as a float; a plain function runs in a thread, not in the loop."""
+    score = test_score_function(test_score)
+    if inspect.iscoroutinefunction(score):
+        value = await score(**sample)
+    else:
+        value = await asyncio.get_running_loop().run_in_executor(None, functools.partial(score, **sample))
+    return test_rewards([score_number(value)], 1, f"compute_score: test_score {test_score!r}")[0]
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """One call's reward_kwargs (the token read): only groups with equal settings share a request."""
+
+    url: str
+    token: str
+    run: str
+    grader: str
+    deadline: float
+    timeout: float
+    advantage_config: str  # JSON, to be hashable
+    pass_threshold: float
+    group_size: int
+    group_timeout: float
+    batch_window: float
+
+
+@dataclass(eq=False)
+class _Group:
+    """One prompt's responses so far, each with the parked call waiting for its value."""
+
+    key: str
+    samples: list[Sample] = field(default_factory=list)
+    calls: list[asyncio.Future] = field(default_factory=list)
+    expiry: asyncio.TimerHandle | None = None
+
+
+class _Buffer:
+    """The groups of one event loop. Touched only from that loop's thread, so no locks."""
+
+    def __init__(self) -> None:
+        self.filling: dict[tuple[_Settings, str], _Group] = {}
+        self.complete: dict[_Settings, list[_Group]] = {}
+        self.requests: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
+
+    def park(self, settings: _Settings, key: str, sample: Sample) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        group = self.filling.get((settings, key))
+        if group is None:
+            group = self.filling[(settings, key)] = _Group(key)
+            group.expiry = loop.call_later(settings.group_timeout, self._expire, settings, group)
+        call = loop.create_future()
+        group.samples.append(sample)
+        group.calls.append(call)
+        if len(group.samples) == settings.group_size:
+            del self.filling[(settings, key)]
+            group.expiry.cancel()
+            waiting = self.complete.setdefault(settings, [])
+            waiting.append(group)
+            if len(waiting) == 1:
+                loop.call_later(settings.batch_window, self._send, settings)
+        return call
+
+    def _expire(self, settings: _Settings, group: _Group) -> None:
+        del self.filling[(settings, group.key)]
+        logger.warning("GAGAR %s: group %s has %d of %d responses after %g s; they keep their test scores "
+                       "(a group must be scored whole in one process)", settings.run, group.key,
+                       len(group.samples), settings.group_size, settings.group_timeout)
+        _answer(group.calls, [s.reward for s in group.samples])
+
+    def _send(self, settings: _Settings) -> None:
+        groups = self.complete.pop(settings)
+        request = asyncio.get_running_loop().create_task(self._grade(settings, groups))
+        self.requests.add(request)
+        request.add_done_callback(self.requests.discard)
+
+    async def _grade(self, settings: _Settings, groups: list[_Group]) -> None:
+        calls = [call for group in groups for call in group.calls]
+        try:
+            values = await asyncio.get_running_loop().run_in_executor(None, _grade_step, settings, groups)
+        except Exception as error:  # a mistake to fix (a 4xx answer): every parked call raises it
+            for call in calls:
+                if not call.done():
+                    call.set_exception(error)
+            return
+        _answer(calls, values)
+
+
+def _answer(calls: list[asyncio.Future], values: list[float]) -> None:
+    for call, value in zip(calls, values, strict=True):
+        if not call.done():  # verl may have cancelled the call
+            call.set_result(value)
+
+
+def _grade_step(settings: _Settings, groups: list[_Group]) -> list[float]:
+    """Each response's value, group by group in arrival order, from one app request (a thread:
+    the client blocks)."""
+    records = []
+    for position, group in enumerate(groups):
+        records += group_records(group.key, group.samples, position=position, statement=None,
+                                 pass_threshold=settings.pass_threshold)
+    with Client(settings.url, settings.token, timeout=settings.timeout) as client:
+        values, _ = step_values(client, records, run=settings.run, step=next_step(settings.run),
+                                grader=settings.grader, deadline=settings.deadline,
+                                advantage_config=json.loads(settings.advantage_config) or None)
+    return values
+
+
+_buffers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Buffer] = weakref.WeakKeyDictionary()
+_buffers_lock = threading.Lock()  # loops in other threads may ask for their buffer at once
+
+
+def _buffer() -> _Buffer:
+    loop = asyncio.get_running_loop()
+    with _buffers_lock:
+        if loop not in _buffers:
+            _buffers[loop] = _Buffer()
+        return _buffers[loop]
