@@ -30,6 +30,16 @@ def test_grade_says_when_there_is_nothing_to_grade(sample_batch, capsys):
     assert GradingRun.objects.count() == 1
 
 
+def test_grade_wait_follows_the_run_already_grading_the_groups(sample_batch, capsys):
+    call_command("grade", batch="sample")
+    run = GradingRun.objects.get()
+    with pytest.raises(CommandError, match="timed out"):  # nothing grades it here: following it waits
+        call_command("grade", batch="sample", wait=True, timeout=0.3)
+    out = capsys.readouterr().out
+    assert f"run {run.pk} (heuristic) is already grading these groups (6 queued or running); following it" in out
+    assert "queued 6, running 0" in out and GradingRun.objects.count() == 1
+
+
 @pytest.mark.parametrize(("options", "message"), [
     ({"batch": "nope"}, "no batch named 'nope'"),
     ({"batch": "sample", "config": "{"}, "--config is not JSON"),

@@ -46,7 +46,9 @@ class Command(BaseCommand):
         if launch.active_run:
             run = launch.active_run
             self.stdout.write(f"nothing to grade: run {run.pk} ({run.grader}) is already grading these groups "
-                              f"({in_progress(run)} queued or running)")
+                              f"({in_progress(run)} queued or running)" + ("; following it" if wait else ""))
+            if wait:
+                self._follow(run, timeout)
             return
         if launch.run is None:
             self.stdout.write(f"nothing to grade: {launch.skipped} mixed groups already graded "
@@ -56,16 +58,19 @@ class Command(BaseCommand):
                           + (f", {launch.skipped} skipped" if launch.skipped else ""))
         if launch.broker_error:
             self.stdout.write(f"not sent yet: {launch.broker_error}; the sweep sends them once it is back")
-        if not wait:
-            return
+        if wait:
+            self._follow(launch.run, timeout)
+
+    def _follow(self, run: GradingRun, timeout: float | None) -> None:
+        """Show `run`'s progress until it ends; CommandError (exit status above) unless all is done."""
         try:
-            counts = wait_for([launch.run.pk], timeout=timeout, on_progress=self._progress)
+            counts = wait_for([run.pk], timeout=timeout, on_progress=self._progress)
         except TimeoutError as error:
             raise CommandError(f"timed out: {error}") from None
         self.stdout.write("")
-        for failure in launch.run.gradings.filter(status=FAILED).values("group__group_id", "error"):
+        for failure in run.gradings.filter(status=FAILED).values("group__group_id", "error"):
             self.stderr.write(f"failed {failure['group__group_id']}: {failure['error']}")
-        run = GradingRun.objects.select_related("cancelled_by").get(pk=launch.run.pk)
+        run = GradingRun.objects.select_related("cancelled_by").get(pk=run.pk)
         if run.cancelled_at is not None:
             by = f" by {run.cancelled_by.get_username()}" if run.cancelled_by else ""
             at = timezone.localtime(run.cancelled_at).strftime("%Y-%m-%d %H:%M:%S %Z")
