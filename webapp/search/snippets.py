@@ -21,6 +21,19 @@ def matches(text: str, query: str) -> list[re.Match]:
     return list(re.finditer(re.escape(query), text, re.IGNORECASE))
 
 
+def locate(text: str, query: str) -> tuple[int, int, int]:
+    """Where the first case-insensitive occurrence of `query` in `text` starts and ends ((0, 0)
+    when there is none), and how many occurrences `matches` finds. An ASCII text and query
+    are folded with str.lower, a fifth of the time of `matches` over a long patch; only there
+    does it fold as the regular expression does (which also matches "K" with the Kelvin sign)."""
+    if text.isascii() and query.isascii():
+        folded, needle = text.lower(), query.lower()
+        start = folded.find(needle)
+        return (start, start + len(needle), folded.count(needle)) if start >= 0 else (0, 0, 0)
+    found = matches(text, query)
+    return (found[0].start(), found[0].end(), len(found)) if found else (0, 0, 0)
+
+
 def snippet(text: str, start: int, end: int, query: str) -> str:
     """Safe HTML: the line of `text` holding text[start:end], cut to about
     SNIPPET_CHARS around it, with the matches of `query` marked."""

@@ -206,3 +206,19 @@ def _stops_after_one_chunk(insert_entries):
         calls.append(1)
         insert_entries(entries)
     return insert
+
+
+def test_a_hit_deep_in_a_long_patch_shows_the_text_around_it(tmp_path):
+    long_line = "x" * 400 + " <b>deep_needle</b> and deep_needle again " + "y" * 400
+    patch = (file_patch("pkg/big.py", [f"    value_{i} = {i}" for i in range(6000)])
+             + file_patch("pkg/deep.py", ["    x = 1"], start=7) + f"@@ -90,1 +90,1 @@ def f():\n-old\n+{long_line}\n"
+             + file_patch("pkg/after.py", ["    deep_needle = 2"]))
+    assert len(patch) > 100_000
+    recs = records()
+    recs[0]["patch"] = patch
+    batch = indexed(import_batch(tmp_path, recs))
+    hit = search(batch, "DEEP_NEEDLE").hits[0]
+    assert hit.snippet == ("…" + "x" * 49 + " &lt;b&gt;<mark>deep_needle</mark>&lt;/b&gt; and <mark>deep_needle</mark> "
+                           "again " + "y" * 69 + "…")  # the line's 160 characters around the first match
+    assert (hit.place.path, hit.place.hunk, hit.place.header, hit.matches) == ("pkg/deep.py", 1,
+                                                                               "@@ -90,1 +90,1 @@ def f():", 3)

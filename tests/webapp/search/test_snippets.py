@@ -1,6 +1,8 @@
 """Where a match lies in a patch, and the snippet that shows it."""
 
-from webapp.search.snippets import PatchPlace, matches, patch_place, snippet
+import pytest
+
+from webapp.search.snippets import PatchPlace, locate, matches, patch_place, snippet
 
 PATCH = ("diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n x\n-y\n+y2\n"
          "@@ -10,2 +10,2 @@ def g():\n z\n-old_name\n+get_prep_value\n"
@@ -31,3 +33,18 @@ def test_a_snippet_is_the_matching_line_cut_around_the_match_and_escaped():
     assert html.startswith("…") and html.endswith("x…") and "&lt;b&gt;" in html
     assert "<mark>needle</mark>" in html and "<b>" not in html and "first" not in html and "last" not in html
     assert snippet("a needle b needle", 2, 8, "needle") == "a <mark>needle</mark> b <mark>needle</mark>"
+
+
+@pytest.mark.parametrize("text, query", [
+    ("x = os.path.join(a)\nOS.PATH.JOIN os.path.join", "Os.Path.Join"),
+    ("aaaa", "aa"),  # occurrences do not overlap
+    ("nothing here", "needle"),
+    ("\u212a = 1; k = 2; K = 3", "k"),  # the Kelvin sign matches "k" in a regular expression
+    ("self.value", "\u017felf"),  # and the long s matches "s"
+    ("é€𝄞 ÉCOLE école", "école"),
+    ("\u0130stanbul needle", "NEEDLE"),  # str.lower makes two characters of the dotted I
+])
+def test_locate_finds_the_first_match_and_the_count_that_matches_gives(text, query):
+    found = matches(text, query)
+    expected = (found[0].start(), found[0].end(), len(found)) if found else (0, 0, 0)
+    assert locate(text, query) == expected
