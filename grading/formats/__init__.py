@@ -4,7 +4,7 @@ Each adapter turns its files into ``(source, line, record, suspicious)`` tuples,
 same that the JSON Lines reader yields, and ``read_rollouts_from`` feeds them to the one
 validator: errors, atomicity and idempotence are those of a JSONL import. An adapter
 reports a problem with its own files by file, line and key (``runs/a.traj:
-info.submission: missing``), never guesses a reward, and records in ``ImportNotes`` what
+history[3].role: missing``), never guesses a reward, and records in ``ImportNotes`` what
 it left out and why.
 
 Runs and their evaluation reports pair by position: the n-th ``--report`` is the n-th
@@ -32,6 +32,9 @@ class Inputs:
     paths: Sequence[str | Path]
     reports: Sequence[str | Path] = ()
     tasks: Sequence[str | Path] = ()
+    # swebench: name each trajectory by its run (folder or file) instead of model_name_or_path,
+    # for several runs of one model
+    name_by_run: bool = False
 
 
 @dataclass
@@ -91,7 +94,8 @@ def _formats() -> dict[str, Format]:
     formats = [
         Format("jsonl", _read_jsonl, False, False, False, "rollout files (.jsonl, .jsonl.gz, .jsonl.zst)"),
         Format("swebench", swebench.read, True, True, False,
-               "SWE-bench predictions files (.json or .jsonl), one per run"),
+               "SWE-bench predictions files (.json or .jsonl) or the run folders holding "
+               "all_preds.jsonl or preds.json, one per run"),
         Format("swe-agent", swe_agent.read, True, True, True,
                "SWE-agent or mini-swe-agent runs: a folder of .traj/.traj.json files, or one file"),
         Format("openhands", openhands.read, True, False, True,
@@ -123,6 +127,9 @@ def check_inputs(format_name: str, inputs: Inputs, errors: ErrorLog) -> None:
         errors.add("--tasks", None, "tasks", f"format {fmt.name} takes no task file")
     if len(inputs.tasks) > 1:
         errors.add("--tasks", None, "tasks", "give one task file")
+    if inputs.name_by_run and fmt.name != "swebench":
+        errors.add("--name-by-run", None, "name_by_run", f"format {fmt.name} names trajectories by their run "
+                   "already; --name-by-run is for swebench")
 
 
 def read_rollouts_from(format_name: str, inputs: Inputs, *, errors: ErrorLog, notes: ImportNotes,

@@ -1,14 +1,28 @@
 """OpenHands ``output.jsonl`` with its evaluation report: one group per instance, one
 trajectory per run.
 
-Each line is an ``EvalOutput`` (openhands/evaluation/utils/shared.py; written by
-evaluation/benchmarks/swe_bench/run_infer.py): ``instance_id``, ``test_result.git_patch``,
-``history`` (the event stream: actions with ``action``/``args``/``source``, observations
-with ``observation``/``content``/``cause``; older outputs hold ``[action, observation]``
-pairs), ``metrics`` (``accumulated_cost``, ...), ``instance`` (the SWE-bench instance:
-the group's task) and ``error``. The report is what eval_infer.py writes next to it:
-``output.swebench_eval.jsonl`` (a row per instance, its verdict in ``test_result.report``),
-or the harness's run report, or the per-instance reports (``reports.py`` reads them all).
+Each line is an ``EvalOutput``: ``instance_id``, ``test_result.git_patch``, ``history``,
+``metrics`` (``accumulated_cost``, ``accumulated_token_usage``), ``instance`` (the
+SWE-bench instance: the group's task) and ``error``. Three generations write it:
+
+- OpenDevin and OpenHands before 0.9 (evaluation/swe_bench/run_infer.py): ``git_patch``
+  and ``swe_instance`` at the top level, history as ``[action, observation]`` pairs;
+- OpenHands 0.9 and later (evaluation/benchmarks/swe_bench/run_infer.py,
+  evaluation/utils/shared.py): the event stream, actions with ``action``/``args``/``source``,
+  observations with ``observation``/``content``/``cause``;
+- OpenHands V1 (the OpenHands/benchmarks repository on the software-agent-sdk): events
+  told apart by ``kind``: ``SystemPromptEvent``, ``MessageEvent`` (``llm_message``),
+  ``ActionEvent`` (``thought``, ``tool_name``, ``tool_call_id``, ``tool_call``),
+  ``ObservationEvent`` (``observation.content``), ``AgentErrorEvent``,
+  ``UserRejectObservation``; other kinds (condensation, pauses, state updates) are not
+  turns of the transcript and are left out, as are the null and agent-state events of
+  the older generations.
+
+A ``history`` or ``metrics`` of null (an instance that failed) is no transcript or no
+metrics. The report is what evaluating the run wrote next to it (``reports.py`` reads
+them all): ``output.swebench_eval.jsonl``, the harness's run report (``report.json``,
+V1's ``output.report.json``), the per-instance reports of ``eval_outputs/``, or the
+``output.jsonl`` itself once ``update_output_with_eval.py`` gave each row its ``report``.
 
 Each path is one run: an ``output.jsonl``, or the run folder that holds one; the
 trajectory id is the run folder's name.
@@ -28,6 +42,7 @@ from grading.jsonl import ErrorLog, json_kind
 from grading.rollouts import distinct_files
 
 OUTPUT = "output.jsonl"
+_BOOKKEEPING = {"null", "change_agent_state", "agent_state_changed"}  # actions and observations
 
 
 def read(inputs: Inputs, errors: ErrorLog, notes: ImportNotes) -> Iterator[Record]:
@@ -46,13 +61,10 @@ def read(inputs: Inputs, errors: ErrorLog, notes: ImportNotes) -> Iterator[Recor
 
 def _record(item: dict, fields: Fields, run: str, verdicts, notes: ImportNotes) -> dict | None:
     instance_id = fields.text("instance_id")
-    test_result = fields.mapping("test_result")
-    patch = None if test_result is None else fields.text(
-        "git_patch", within=test_result, prefix="test_result.", required=False)
-    history = fields.get("history", list, "an array")
-    messages = [] if history is None else _messages(history, fields)
-    metrics = fields.mapping("metrics", required=False) or {}
-    cost = fields.number("accumulated_cost", within=metrics, prefix="metrics.", required=False)
+    patch = _patch(item, fields)
+    history = fields.get("history", list, "an array", required=False)
+    messages = None if history is None else _messages(history, fields)
+    metrics = _metrics(fields)
     task = _task(fields)
     if not fields.ok:
         return None
@@ -60,21 +72,48 @@ def _record(item: dict, fields: Fields, run: str, verdicts, notes: ImportNotes) 
     if isinstance(reward, str):
         notes.skip(reward, f"{run}/{instance_id}")
         return None
+    if messages is not None:
+        metrics["num_turns"] = sum(m["role"] == "assistant" for m in messages)
     record = {"group_id": instance_id, "trajectory_id": run, "reward": reward, "patch": patch,
-              "messages": messages,
-              "metrics": {"num_turns": sum(m["role"] == "assistant" for m in messages),
-                          **({} if cost is None else {"cost": cost})},
-              "meta": {"error": item.get("error")}}
+              "messages": messages, "metrics": metrics, "meta": {"error": item.get("error")}}
     if task is not None:
         record["task"] = task
     return record
 
 
+def _patch(item: dict, fields: Fields) -> str | None:
+    """``test_result.git_patch``, or the older top-level ``git_patch``; None when there is
+    none (an instance that failed before its patch was taken)."""
+    test_result = item.get("test_result")
+    if isinstance(test_result, dict) and "git_patch" in test_result:
+        return fields.text("git_patch", within=test_result, prefix="test_result.", required=False)
+    if "git_patch" in item:  # before 0.9
+        return fields.text("git_patch", required=False)
+    fields.mapping("test_result")  # reported when missing or not an object
+    return None
+
+
+def _metrics(fields: Fields) -> dict:
+    metrics = fields.mapping("metrics", required=False) or {}
+    out = {}
+    cost = fields.number("accumulated_cost", within=metrics, prefix="metrics.", required=False)
+    if cost is not None:
+        out["cost"] = cost
+    usage = fields.mapping("accumulated_token_usage", within=metrics, prefix="metrics.", required=False) or {}
+    for key, name in (("prompt_tokens", "input_tokens"), ("completion_tokens", "output_tokens")):
+        value = fields.get(key, int, "an integer", within=usage,
+                           prefix="metrics.accumulated_token_usage.", required=False)
+        if value is not None:
+            out[name] = value
+    return out
+
+
 def _task(fields: Fields) -> dict | None:
-    instance = fields.mapping("instance", required=False)
+    key = "instance" if "instance" in fields.item else "swe_instance"
+    instance = fields.mapping(key, required=False)
     if instance is None:
         return None
-    fields.text("problem_statement", within=instance, prefix="instance.")
+    fields.text("problem_statement", within=instance, prefix=f"{key}.")
     return task_from_instance(instance)
 
 
@@ -89,13 +128,16 @@ def _messages(history: list, fields: Fields) -> list[dict]:
     for where, event in events:
         if not isinstance(event, dict):
             fields.bad(where, f"must be an object, got {json_kind(event)}")
+        elif "kind" in event:
+            message = _sdk_event(event)
+            if message is not None:
+                messages.append(message)
         elif "action" in event:
-            messages.append(_action(event))
+            if event["action"] not in _BOOKKEEPING:
+                messages.append(_action(event))
         elif "observation" in event:
-            observation = {"role": "tool", "content": _text(event.get("content"))}
-            if event.get("cause") is not None:
-                observation["tool_call_id"] = str(event["cause"])
-            messages.append(observation)
+            if event["observation"] not in _BOOKKEEPING:
+                messages.append(_observation(event))
         else:
             fields.bad(where, "neither an action nor an observation")
     return messages
@@ -104,12 +146,61 @@ def _messages(history: list, fields: Fields) -> list[dict]:
 def _action(event: dict) -> dict:
     args = event.get("args") if isinstance(event.get("args"), dict) else {}
     said = _text(event.get("message") or args.get("content") or args.get("thought"))
+    if event["action"] == "system":  # 0.3x: the system prompt, its tools in args
+        return {"role": "system", "content": _text(args.get("content"))}
     if event["action"] == "message":
         return {"role": "user" if event.get("source") == "user" else "assistant", "content": said}
     arguments = orjson.dumps(args, default=str).decode()
     return {"role": "assistant", "content": said, "tool_calls": [
         {"id": str(event.get("id")), "type": "function",
          "function": {"name": str(event["action"]), "arguments": arguments}}]}
+
+
+def _observation(event: dict) -> dict:
+    observation = {"role": "tool", "content": _text(event.get("content"))}
+    if event.get("cause") is not None:
+        observation["tool_call_id"] = str(event["cause"])
+    return observation
+
+
+def _sdk_event(event: dict) -> dict | None:
+    """A V1 (software-agent-sdk) event as a chat message; None for events that are no turn."""
+    kind = event["kind"]
+    if kind == "SystemPromptEvent":
+        return {"role": "system", "content": _parts(event.get("system_prompt"))}
+    if kind == "MessageEvent":
+        message = event.get("llm_message") if isinstance(event.get("llm_message"), dict) else {}
+        role = message.get("role") or ("user" if event.get("source") == "user" else "assistant")
+        return {"role": _text(role), "content": _parts(message.get("content"))}
+    if kind == "ActionEvent":
+        call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
+        arguments = call.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = orjson.dumps(event.get("action"), default=str).decode()
+        return {"role": "assistant", "content": _parts(event.get("thought")), "tool_calls": [
+            {"id": _text(event.get("tool_call_id")), "type": "function",
+             "function": {"name": _text(event.get("tool_name")), "arguments": arguments}}]}
+    if kind == "ObservationEvent":
+        observation = event.get("observation")
+        content = _parts(observation.get("content") if isinstance(observation, dict) else observation)
+    elif kind == "AgentErrorEvent":
+        content = _text(event.get("error"))
+    elif kind == "UserRejectObservation":
+        content = "Action rejected: " + _text(event.get("rejection_reason"))
+    else:
+        return None
+    return {"role": "tool", "content": content, "tool_call_id": _text(event.get("tool_call_id"))}
+
+
+def _parts(value) -> str | list:
+    """SDK content: a string, one text part, or a list of parts, as the chat format's content."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return [value]
+    if isinstance(value, list):
+        return [part for part in value if isinstance(part, dict)]
+    return ""
 
 
 def _text(value) -> str:

@@ -1,24 +1,31 @@
 """SWE-bench evaluation reports: per instance, resolved (True), unresolved (False) or why
-there is no verdict (a skip reason). Read by content, in three shapes:
+there is no verdict (a skip reason). Read by content, in these shapes:
 
 - the harness's run report, ``<model>.<run_id>.json`` (swebench/harness/reporting.py,
-  ``make_run_report``; OpenHands' eval_infer writes the same as ``report.json``):
-  ``resolved_ids``, ``unresolved_ids``, ``empty_patch_ids``, ``error_ids``, ...;
+  ``make_run_report``; OpenHands writes the same as ``report.json`` or
+  ``output.report.json``, sb-cli as its report): ``resolved_ids``, ``unresolved_ids``,
+  ``empty_patch_ids``, ``error_ids``, ...;
 - the per-instance ``report.json`` of ``logs/run_evaluation/<run_id>/<model>/<instance>/``
-  (swebench/harness/grading.py, ``get_eval_report``): ``{instance_id: {"resolved": bool,
-  "patch_is_None", "patch_exists", ...}}``; a folder is read as all the ``report.json``
-  files below it;
-- the older ``results/results.json`` of the SWE-bench experiments repository: lists by
-  outcome, ``resolved``, ``generated``, ``no_generation``, ``install_fail``, ...;
-- OpenHands' ``output.swebench_eval.jsonl`` (evaluation/benchmarks/swe_bench/eval_infer.py,
-  ``process_instance``), read as JSON Lines by its name: a row per instance,
-  ``{"instance_id", "test_result": {"report": {"resolved", "empty_generation",
-  "failed_apply_patch", "error_eval", "test_timeout"}, ...}}``. A patch that did not apply
-  is unresolved; an evaluation that failed or timed out gives no verdict.
+  (swebench/harness/grading.py, ``get_eval_report``; OpenHands' ``eval_outputs/<instance>/``):
+  ``{instance_id: {"resolved": bool, "patch_is_None", "patch_exists", ...}}``; a folder is
+  read as all the ``report.json`` files below it;
+- ``results/results.json`` of the SWE-bench experiments repository, lists by outcome. The
+  older shape (harness 1.x, ``get_model_report``) has ``generated``, ``applied``,
+  ``resolved``, ``no_generation``, ``install_fail``, ...; the newer one only ``resolved``,
+  ``no_generation`` and ``no_logs``, and the repository counts every other instance of the
+  run as unresolved, as this reader does;
+- JSON Lines (by the name), a row per instance: OpenHands' ``output.swebench_eval.jsonl``
+  (evaluation/benchmarks/swe_bench/eval_infer.py) with the verdict in
+  ``test_result.report``, or an ``output.jsonl`` that
+  ``scripts/eval/update_output_with_eval.py`` gave a top-level ``report``:
+  ``{"resolved", "empty_generation", "failed_apply_patch", "error_eval", "test_timeout"}``.
+  A patch that did not apply is unresolved; an evaluation that failed or timed out gives
+  no verdict.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grading.formats.files import Fields, load_json
@@ -31,73 +38,94 @@ EVALUATION_ERROR = "evaluation error, no verdict"
 
 Verdict = bool | str  # resolved, or the reason there is none
 
-# results.json lists whose instances ran and were not resolved: a failing verdict.
+# Older results.json lists whose instances ran and were not resolved: a failing verdict.
 _TRIED = ("generated", "applied", "with_logs", "no_apply", "test_errored", "test_timeout")
 
 
-def load_verdicts(path: str | Path, source: str, errors: ErrorLog) -> dict[str, Verdict]:
+@dataclass
+class Verdicts:
+    """A report's verdict per instance, and what an instance it does not name gets."""
+
+    by_instance: dict[str, Verdict] = field(default_factory=dict)
+    unnamed: Verdict = NO_VERDICT
+
+    def of(self, instance_id: str) -> Verdict:
+        return self.by_instance.get(instance_id, self.unnamed)
+
+
+def load_verdicts(path: str | Path, source: str, errors: ErrorLog) -> Verdicts:
     if Path(path).is_dir():
-        verdicts: dict[str, Verdict] = {}
+        verdicts = Verdicts()
         files = sorted(Path(path).rglob("report.json"))
         if not files:
             errors.add(source, None, "report", "folder holds no report.json")
         for file in files:
-            verdicts.update(_file_verdicts(file, f"{source}/{file.relative_to(path)}", errors))
+            verdicts.by_instance.update(_file_verdicts(file, f"{source}/{file.relative_to(path)}", errors).by_instance)
         return verdicts
     if str(path).lower().endswith(".jsonl"):
-        return _eval_output_verdicts(Path(path), source, errors)
+        return _row_verdicts(Path(path), source, errors)
     return _file_verdicts(path, source, errors)
 
 
-def _eval_output_verdicts(path: Path, source: str, errors: ErrorLog) -> dict[str, Verdict]:
-    verdicts: dict[str, Verdict] = {}
+def _row_verdicts(path: Path, source: str, errors: ErrorLog) -> Verdicts:
+    verdicts = Verdicts()
     for line, row, _ in read_json_lines(path, source, errors, MAX_LINE_BYTES):
         fields = Fields(row, source, line, errors)
         instance_id = fields.text("instance_id")
-        test_result = fields.mapping("test_result")
-        report = None if test_result is None else fields.mapping(
-            "report", within=test_result, prefix="test_result.")
+        if isinstance(row.get("report"), dict):  # an output.jsonl updated with its evaluation
+            report, prefix = row["report"], "report."
+        else:
+            test_result = fields.mapping("test_result")
+            report = None if test_result is None else fields.mapping(
+                "report", within=test_result, prefix="test_result.")
+            prefix = "test_result.report."
         resolved = None if report is None else fields.get(
-            "resolved", bool, "true or false", within=report, prefix="test_result.report.")
+            "resolved", bool, "true or false", within=report, prefix=prefix)
         if not fields.ok:
             continue
         if report.get("empty_generation") is True:
-            verdicts[instance_id] = EMPTY_PATCH
+            verdicts.by_instance[instance_id] = EMPTY_PATCH
         elif report.get("error_eval") is True or report.get("test_timeout") is True:
-            verdicts[instance_id] = EVALUATION_ERROR
+            verdicts.by_instance[instance_id] = EVALUATION_ERROR
         else:
-            verdicts[instance_id] = resolved
+            verdicts.by_instance[instance_id] = resolved
     return verdicts
 
 
-def _file_verdicts(path, source: str, errors: ErrorLog) -> dict[str, Verdict]:
+def _file_verdicts(path, source: str, errors: ErrorLog) -> Verdicts:
     loaded = load_json(path, source, errors)
     if loaded is None:
-        return {}
+        return Verdicts()
     report = loaded[0]
     if not isinstance(report, dict):
         errors.add(source, None, "report", f"must be a JSON object, got {json_kind(report)}")
-        return {}
+        return Verdicts()
     if "resolved_ids" in report:
-        return _lists(report, source, errors, {
+        return Verdicts(_lists(report, source, errors, {
             "resolved_ids": True, "unresolved_ids": False,
             "empty_patch_ids": EMPTY_PATCH, "error_ids": EVALUATION_ERROR,
-        }, required=("resolved_ids", "unresolved_ids"))
-    if "resolved" in report and isinstance(report["resolved"], list):
-        verdicts = _lists(report, source, errors, {
-            "resolved": True, "no_generation": EMPTY_PATCH,
-            "install_fail": EVALUATION_ERROR, "reset_failed": EVALUATION_ERROR,
-        }, required=("resolved", "generated"))
-        for key in _TRIED:
-            for instance_id in _ids(report, key, source, errors):
-                verdicts.setdefault(instance_id, False)
-        return verdicts
+        }, required=("resolved_ids", "unresolved_ids")))
+    if isinstance(report.get("resolved"), list):
+        return _results_json(report, source, errors)
     if report and all(isinstance(v, dict) and "resolved" in v for v in report.values()):
-        return _per_instance(report, source, errors)
+        return Verdicts(_per_instance(report, source, errors))
     errors.add(source, None, "report", "not a SWE-bench evaluation report: expected resolved_ids "
-               "(harness run report), resolved and generated lists (results.json) or "
+               "(harness run report), a resolved list (results.json) or "
                "{instance_id: {resolved: ...}} (per-instance report.json)")
-    return {}
+    return Verdicts()
+
+
+def _results_json(report: dict, source: str, errors: ErrorLog) -> Verdicts:
+    verdicts = _lists(report, source, errors, {
+        "resolved": True, "no_generation": EMPTY_PATCH, "no_logs": EVALUATION_ERROR,
+        "install_fail": EVALUATION_ERROR, "reset_failed": EVALUATION_ERROR,
+    }, required=("resolved",))
+    if "generated" not in report:  # the newer shape: the rest of the run is unresolved
+        return Verdicts(verdicts, unnamed=False)
+    for key in _TRIED:
+        for instance_id in _ids(report, key, source, errors):
+            verdicts.setdefault(instance_id, False)
+    return Verdicts(verdicts)
 
 
 def _lists(report: dict, source: str, errors: ErrorLog, meanings: dict[str, Verdict],
@@ -134,12 +162,12 @@ def _per_instance(report: dict, source: str, errors: ErrorLog) -> dict[str, Verd
     return verdicts
 
 
-def reward_of(verdicts: dict[str, Verdict], instance_id: str, patch: str) -> float | str:
+def reward_of(verdicts: Verdicts, instance_id: str, patch: str | None) -> float | str:
     """1.0 or 0.0 by the report's verdict on `patch`, or the reason there is none (a skip):
     an empty patch, or no verdict."""
     if not patch:
         return EMPTY_PATCH
-    verdict = verdicts.get(instance_id, NO_VERDICT)
+    verdict = verdicts.of(instance_id)
     if isinstance(verdict, str):
         return verdict
     return 1.0 if verdict else 0.0

@@ -62,17 +62,19 @@ def batch_import(
     file_format: str = "jsonl",
     reports: Iterable[str | Path] = (),
     tasks: Iterable[str | Path] = (),
+    name_by_run: bool = False,
 ) -> ImportResult:
     """Import rollout files into the batch `batch_name`, creating it, or, with `append`,
     adding to it if it exists. `file_format` names the files' format (grading.formats.FORMATS);
     `reports` are the evaluation reports of its runs, one per path, and `tasks` a task file,
-    where the format takes them.
+    where the format takes them; `name_by_run` names SWE-bench trajectories by their run
+    instead of their model (grading/formats/swebench.py).
 
     Raises RolloutFormatError (nothing written) when the batch name or a file name is bad,
     the files do not fit the format, the batch exists and `append` is not set, or any line
     is bad or conflicts with what the batch already holds.
     """
-    inputs = Inputs(paths=list(paths), reports=list(reports), tasks=list(tasks))
+    inputs = Inputs(paths=list(paths), reports=list(reports), tasks=list(tasks), name_by_run=name_by_run)
     files = [*inputs.paths, *inputs.reports, *inputs.tasks]  # as given: errors name each file as its user wrote it
     names = [Path(p).name for p in files]  # what the batch keeps of them
     batch_name = batch_name.strip()

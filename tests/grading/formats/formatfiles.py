@@ -54,53 +54,8 @@ def swebench_tasks(path: Path, instances) -> Path:
                               for i in instances])
 
 
-def swe_agent_traj(path: Path, instance: str | None = None, *, submission="patch", mini=False) -> Path:
-    """A SWE-agent .traj (two steps), or a mini-swe-agent .traj.json with `mini`."""
-    patch = patch_for(path.name.split(".")[0], path.parent.name) if submission == "patch" else submission
-    info = {"submission": patch, "exit_status": "submitted",
-            "model_stats": {"instance_cost": 0.5, "api_calls": 2, "tokens_sent": 900, "tokens_received": 80}}
-    if mini:
-        data = {"info": info, "trajectory_format": "mini-swe-agent-1", "messages": [
-            {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "Fix the bug."},
-            {"role": "assistant", "content": "```bash\nls\n```"},
-            {"role": "user", "content": "a.py"}]}
-        if instance:
-            data["instance_id"] = instance
-    else:
-        data = {"info": info, "history": [], "trajectory": [
-            {"thought": "Look around.", "action": "ls", "observation": "a.py", "response": "ls"},
-            {"thought": "Edit it.", "action": "edit 1:1\nnew\nend_of_edit", "observation": "done"}]}
-    return write_json(path, data)
-
-
-def openhands_row(instance: str, run: str, *, patch=None) -> dict:
-    return {
-        "instance_id": instance,
-        "instance": {"instance_id": instance, "problem_statement": f"Fix {instance}.", "repo": "o/r",
-                     "base_commit": "abc", "patch": patch_for(instance, "gold")},
-        "test_result": {"git_patch": patch_for(instance, run) if patch is None else patch},
-        "metrics": {"accumulated_cost": 0.25, "costs": []},
-        "error": None,
-        "history": [
-            {"id": 0, "source": "user", "action": "message", "args": {"content": "Fix it."}, "message": "Fix it."},
-            {"id": 1, "source": "agent", "action": "run", "args": {"command": "ls", "thought": "Look."},
-             "message": "Running command: ls"},
-            {"id": 2, "source": "agent", "observation": "run", "content": "a.py", "cause": 1, "extras": {}},
-        ],
-    }
-
-
 def verl_line(step: int, prompt: str, output: str, score: float, **extra) -> dict:
     return {"input": prompt, "output": output, "score": score, "step": step, **extra}
-
-
-def openhands_eval_row(instance: str, resolved: bool, **flags) -> dict:
-    """A row of OpenHands' output.swebench_eval.jsonl; `flags`: empty_generation, error_eval, ..."""
-    report = {"empty_generation": False, "resolved": resolved, "failed_apply_patch": False,
-              "error_eval": False, "test_timeout": False, **flags}
-    return {"instance_id": instance, "test_result": {"apply_patch_output": "APPLY_PATCH_PASS", "report": report},
-            "metadata": None, "history": None}
 
 
 def zip_folders(path: Path, folder: Path) -> Path:

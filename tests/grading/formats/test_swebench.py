@@ -1,5 +1,6 @@
 import pytest
 
+from tests.grading.formats.agentruns import experiments_run, harness_run_report, swe_agent_1_traj
 from tests.grading.formats.formatfiles import swebench_run, swebench_tasks, write_json, write_lines
 from tests.grading.formats.helpers import by_group, read
 
@@ -14,6 +15,22 @@ def test_it_reads_runs_as_one_group_per_instance_and_one_trajectory_per_run(tmp_
     assert [r.passed for r in rollouts] == [True, False, False, True]
     assert rollouts[0].patch.endswith("+run-a\n")
     assert notes.lines() == []
+
+
+def test_several_runs_of_one_model_are_refused_unless_named_by_their_run(tmp_path):
+    runs = [swebench_run(tmp_path, run, {"i1": ok}) for run, ok in (("sample-1", True), ("sample-2", False))]
+    for preds, _ in runs:  # one policy sampled twice: the same model name in both runs
+        preds.write_text(preds.read_text().replace(f'"{preds.parent.name}"', '"policy-7"'))
+    paths, reports = [preds for preds, _ in runs], [report for _, report in runs]
+    rollouts, errors, _ = read("swebench", paths, reports)
+    assert errors == [f"{paths[1]}:1: model_name_or_path: 'policy-7' of instance 'i1' is also in {paths[0]}: "
+                      "for several runs of one model, name each trajectory by its run (--name-by-run)"]
+    rollouts, errors, _ = read("swebench", paths, reports, name_by_run=True)
+    assert errors == []
+    assert by_group(rollouts) == {"i1": {"sample-1": 1.0, "sample-2": 0.0}}
+    _, errors, _ = read("swe-agent", [tmp_path], [reports[0]], name_by_run=True)
+    assert errors == ["--name-by-run: name_by_run: format swe-agent names trajectories by their run already; "
+                      "--name-by-run is for swebench"]
 
 
 def test_it_skips_empty_patches_and_instances_without_a_verdict_and_says_so(tmp_path):
@@ -76,7 +93,7 @@ def test_it_says_what_is_wrong_with_a_report(tmp_path):
     for report, message in [
         (not_json, f"{not_json}:1: file: not valid JSON: Expecting value at column 19"),
         (unknown, f"{unknown}: report: not a SWE-bench evaluation report: expected resolved_ids "
-                  "(harness run report), resolved and generated lists (results.json) or "
+                  "(harness run report), a resolved list (results.json) or "
                   "{instance_id: {resolved: ...}} (per-instance report.json)"),
         (wrong_ids, f"{wrong_ids}: resolved_ids: must be an array of instance ids (strings)"),
     ]:
@@ -98,3 +115,46 @@ def test_two_predictions_of_one_run_for_one_instance_are_an_error(tmp_path):
     report = write_json(tmp_path / "r.json", {"resolved_ids": ["i1"], "unresolved_ids": []})
     _, errors, _ = read("swebench", [preds], [report])
     assert errors == [f"{preds}:2: trajectory_id: 'm' of group 'i1' already appeared at {preds}:1"]
+
+
+def test_an_experiments_run_folder_reads_with_its_results_json(tmp_path):
+    run = experiments_run(tmp_path / "evaluation" / "lite" / "20240620_agent_model",
+                          {"i1": True, "i2": False, "i3": None}, empty=("i4",))
+    rollouts, errors, notes = read("swebench", [run], [run / "results" / "results.json"])
+    assert errors == []
+    # results.json names only the resolved: the rest of the run is unresolved, as the repository counts it
+    assert by_group(rollouts) == {"i1": {"20240620_agent_model": 1.0}, "i2": {"20240620_agent_model": 0.0}}
+    assert rollouts[0].source == f"{run}/all_preds.jsonl"
+    assert notes.lines() == ["skipped 1 (evaluation error, no verdict): 20240620_agent_model/i3",
+                             "skipped 1 (empty patch): 20240620_agent_model/i4"]
+
+
+def test_the_per_instance_reports_of_an_experiments_run_give_the_same_verdicts(tmp_path):
+    run = experiments_run(tmp_path / "20240620_agent_model", {"i1": True, "i2": False})
+    rollouts, errors, _ = read("swebench", [run / "all_preds.jsonl"], [run / "logs"])
+    assert errors == []
+    assert by_group(rollouts) == {"i1": {"20240620_agent_model": 1.0}, "i2": {"20240620_agent_model": 0.0}}
+
+
+def test_swe_agent_1_preds_json_reads_with_the_harness_run_report(tmp_path):
+    run = tmp_path / "sweagent-run"
+    for instance in ("i1", "i2", "i3"):
+        swe_agent_1_traj(run, instance)
+    write_json(run / "preds.json", {i: {"model_name_or_path": "sweagent-run", "instance_id": i,
+                                        "model_patch": f"diff {i}"} for i in ("i1", "i2", "i3")})
+    report = harness_run_report(tmp_path / "sweagent-run.eval-1.json", ["i1"], ["i2"], incomplete=["i3"])
+    rollouts, errors, notes = read("swebench", [run], [report])
+    assert errors == []
+    assert by_group(rollouts) == {"i1": {"sweagent-run": 1.0}, "i2": {"sweagent-run": 0.0}}
+    assert notes.lines() == ["skipped 1 (no verdict in the evaluation report): sweagent-run/i3"]
+
+
+def test_a_run_folder_needs_exactly_one_predictions_file(tmp_path):
+    report = write_json(tmp_path / "r.json", {"resolved_ids": [], "unresolved_ids": []})
+    (tmp_path / "none").mkdir()
+    write_lines(tmp_path / "both" / "all_preds.jsonl", [])
+    write_json(tmp_path / "both" / "preds.json", {})
+    for folder, reason in [("none", "holds neither all_preds.jsonl nor preds.json"),
+                           ("both", "holds both all_preds.jsonl and preds.json")]:
+        _, errors, _ = read("swebench", [tmp_path / folder], [report])
+        assert errors == [f"{tmp_path}/{folder}: file: a run folder must hold one predictions file; it {reason}"]

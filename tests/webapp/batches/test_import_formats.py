@@ -8,10 +8,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.grading.formats.agentruns import openhands_eval_row, openhands_row, swe_agent_traj
 from tests.grading.formats.formatfiles import (
-    openhands_eval_row,
-    openhands_row,
-    swe_agent_traj,
     swebench_run,
     swebench_tasks,
     verl_line,
@@ -58,6 +56,17 @@ def test_swebench_runs_import_as_groups_with_rewards_tasks_and_skips_and_again_a
     assert "nothing new, 4 trajectories already imported" in capsys.readouterr().out
 
 
+def test_swebench_samples_of_one_model_import_named_by_their_run(tmp_path):
+    runs = [swebench_run(tmp_path, run, {"i1": ok}) for run, ok in (("s1", True), ("s2", False))]
+    for preds, _ in runs:
+        preds.write_text(preds.read_text().replace(f'"{preds.parent.name}"', '"policy-7"'))
+    options = dict(file_format="swebench", reports=[str(report) for _, report in runs])
+    with pytest.raises(CommandError, match="'policy-7' of instance 'i1' is also in .*--name-by-run"):
+        import_rollouts(*(preds for preds, _ in runs), **options)
+    import_rollouts(*(preds for preds, _ in runs), name_by_run=True, **options)
+    assert rewards() == {("i1", "s1"): 1.0, ("i1", "s2"): 0.0}
+
+
 def test_swe_agent_runs_import_with_transcripts_and_metrics_idempotently(tmp_path, capsys):
     for run in ("run-a", "run-b"):
         swe_agent_traj(tmp_path / run / "i1.traj")
@@ -71,7 +80,7 @@ def test_swe_agent_runs_import_with_transcripts_and_metrics_idempotently(tmp_pat
     trajectory = Trajectory.objects.get(trajectory_id="run-a")
     assert trajectory.metrics["cost"] == 0.5 and trajectory.metrics["num_turns"] == 2
     messages = Transcript.objects.get(trajectory=trajectory).messages
-    assert [m["role"] for m in messages] == ["assistant", "tool", "assistant", "tool"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user", "assistant"]
     assert "nothing new, 2 trajectories already imported" in capsys.readouterr().out
 
 
@@ -189,18 +198,19 @@ def test_the_api_imports_an_archive_of_swe_agent_run_folders_by_their_names(clie
     assert response.status_code == 201, response.json()
     assert response.json()["notes"] == ["reports by run: run-a: a.json, run-b: b.json"]
     assert rewards("up") == {("i1", "run-a"): 1.0, ("i1", "run-b"): 0.0}
-    assert [m["role"] for m in Transcript.objects.first().messages] == ["assistant", "tool", "assistant", "tool"]
+    roles = [m["role"] for m in Transcript.objects.first().messages]
+    assert roles == ["system", "user", "assistant", "user", "assistant"]
     assert nothing_kept(settings)
 
 
 def test_an_archive_member_with_a_bad_field_is_named_in_the_archive(client, api_headers, tmp_path):
     reports = swe_agent_runs(tmp_path)
-    write_json(tmp_path / "runs" / "run-a" / "x.traj", {"info": {}, "trajectory": []})
+    write_json(tmp_path / "runs" / "run-a" / "x.traj", {"info": {"submission": 7}, "history": []})
     archive = zip_folders(tmp_path / "runs.zip", tmp_path / "runs")
     files = {"paths": SimpleUploadedFile("runs.zip", archive.read_bytes()), "reports": reports}
     response = client.post("/api/batches/import?name=up&format=swe-agent", files, headers=api_headers)
     assert response.status_code == 400
-    assert response.json() == {"errors": ["runs.zip: run-a/x.traj: info.submission: missing"]}
+    assert response.json() == {"errors": ["runs.zip: run-a/x.traj: info.submission: must be a string, got 7"]}
     assert not Batch.objects.exists()
 
 

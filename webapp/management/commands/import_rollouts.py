@@ -27,6 +27,9 @@ class Command(BaseCommand):
         parser.add_argument("--tasks", dest="tasks", action="append", default=[],
                             help="a SWE-bench task file (.json or .jsonl): statements and reference "
                                  "patches for the groups (swebench, swe-agent)")
+        parser.add_argument("--name-by-run", action="store_true",
+                            help="swebench: name each trajectory by its run (the run folder, or the predictions "
+                                 "file's name) instead of model_name_or_path, for several runs of one model")
         parser.add_argument("--append", action="store_true",
                             help="add to the batch if it exists (identical rollouts are skipped); "
                                  "without it an existing name is an error")
@@ -35,7 +38,8 @@ class Command(BaseCommand):
             help="reward at or above which a trajectory passes when the line has no `passed`",
         )
 
-    def handle(self, *args, paths, batch, pass_threshold, append, file_format, reports, tasks, **options):
+    def handle(self, *args, paths, batch, pass_threshold, append, file_format, reports, tasks, name_by_run,
+               **options):
         started = time.monotonic()
         show_progress = sys.stderr.isatty() and options["verbosity"] > 0
 
@@ -48,7 +52,7 @@ class Command(BaseCommand):
             result = batch_import(
                 paths=paths, batch_name=batch, pass_threshold=pass_threshold, append=append,
                 on_progress=progress if show_progress else None,
-                file_format=file_format, reports=reports, tasks=tasks,
+                file_format=file_format, reports=reports, tasks=tasks, name_by_run=name_by_run,
             )
         except RolloutFormatError as error:
             raise CommandError(f"nothing imported:\n{error}") from None
