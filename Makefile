@@ -26,11 +26,13 @@ $(VENV)/.installed-llm: $(VENV)/.installed
 # verl 0.9.1 pins transformers<5.11 and pulls ray[default], wandb and more, so its tests get a
 # venv of their own: verl without its dependencies, plus what its GRPO estimator, batch reward
 # manager and reward loop import, and the client (installed without Django, as a trainer installs it).
+# OpenRLHF 0.11.2 (it pins deepspeed, flash-attn, vllm...) comes without its dependencies too:
+# the reward server's test runs only its reward request code, which needs aiohttp and pylatexenc.
 $(VERL_VENV)/.installed: client/pyproject.toml
 	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -m pip install --quiet torch==2.13.0 numpy packaging pyyaml omegaconf codetiming \
-		orjson ray==2.60.0 tensordict==0.10.0 transformers==5.10.4 aiohttp==3.14.5
-	$(VERL_VENV)/bin/python -m pip install --quiet --no-deps verl==0.9.1
+		orjson ray==2.60.0 tensordict==0.10.0 transformers==5.10.4 aiohttp==3.14.5 pylatexenc==2.11
+	$(VERL_VENV)/bin/python -m pip install --quiet --no-deps verl==0.9.1 openrlhf==0.11.2
 	$(VERL_VENV)/bin/python -m pip install --quiet -e ./client
 	touch $@
 

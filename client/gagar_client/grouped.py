@@ -87,12 +87,19 @@ async def compute_score(
                          "prompt's group by; write one into the dataset's extra_info")
     reward = await _test_score(test_score, data_source=data_source, solution_str=solution_str,
                                ground_truth=ground_truth, extra_info=extra_info)
-    settings = _Settings(url=url, token=token, run=run, grader=grader, deadline=float(deadline),
-                         timeout=float(timeout), advantage_config=json.dumps(advantage_config or {}, sort_keys=True),
-                         pass_threshold=float(pass_threshold), group_size=group_size,
-                         group_timeout=float(group_timeout), batch_window=float(batch_window))
+    settings = Settings(url=url, token=token, run=run, grader=grader, deadline=float(deadline),
+                        timeout=float(timeout), advantage_config=json.dumps(advantage_config or {}, sort_keys=True),
+                        pass_threshold=float(pass_threshold), group_size=group_size,
+                        group_timeout=float(group_timeout), batch_window=float(batch_window))
     sample = Sample(reward=reward, patch=solution_str, messages=[{"role": "assistant", "content": solution_str}])
-    return await _buffer().park(settings, str(extra_info[group_key]), sample)
+    return await park(settings, str(extra_info[group_key]), sample)
+
+
+def park(settings: Settings, key: str, sample: Sample) -> asyncio.Future:
+    """Park one response of the group `key` in the running loop's buffer; the future gets the
+    response's value once its group is graded, or its test score once the group times out.
+    Also what gagar_client.reward_server parks its samples with."""
+    return _buffer().park(settings, key, sample)
 
 
 async def _test_score(test_score, **sample) -> float:
@@ -106,8 +113,9 @@ async def _test_score(test_score, **sample) -> float:
 
 
 @dataclass(frozen=True)
-class _Settings:
-    """One call's reward_kwargs (the token read): only groups with equal settings share a request."""
+class Settings:
+    """One call's reward_kwargs, or the reward server's options (the token read): only groups
+    with equal settings share a request."""
 
     url: str
     token: str
@@ -136,11 +144,11 @@ class _Buffer:
     """The groups of one event loop. Touched only from that loop's thread, so no locks."""
 
     def __init__(self) -> None:
-        self.filling: dict[tuple[_Settings, str], _Group] = {}
-        self.complete: dict[_Settings, list[_Group]] = {}
+        self.filling: dict[tuple[Settings, str], _Group] = {}
+        self.complete: dict[Settings, list[_Group]] = {}
         self.requests: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
 
-    def park(self, settings: _Settings, key: str, sample: Sample) -> asyncio.Future:
+    def park(self, settings: Settings, key: str, sample: Sample) -> asyncio.Future:
         loop = asyncio.get_running_loop()
         group = self.filling.get((settings, key))
         if group is None:
@@ -158,20 +166,20 @@ class _Buffer:
                 loop.call_later(settings.batch_window, self._send, settings)
         return call
 
-    def _expire(self, settings: _Settings, group: _Group) -> None:
+    def _expire(self, settings: Settings, group: _Group) -> None:
         del self.filling[(settings, group.key)]
         logger.warning("GAGAR %s: group %s has %d of %d responses after %g s; they keep their test scores "
                        "(a group must be scored whole in one process)", settings.run, group.key,
                        len(group.samples), settings.group_size, settings.group_timeout)
         _answer(group.calls, [s.reward for s in group.samples])
 
-    def _send(self, settings: _Settings) -> None:
+    def _send(self, settings: Settings) -> None:
         groups = self.complete.pop(settings)
         request = asyncio.get_running_loop().create_task(self._grade(settings, groups))
         self.requests.add(request)
         request.add_done_callback(self.requests.discard)
 
-    async def _grade(self, settings: _Settings, groups: list[_Group]) -> None:
+    async def _grade(self, settings: Settings, groups: list[_Group]) -> None:
         calls = [call for group in groups for call in group.calls]
         try:
             values = await asyncio.get_running_loop().run_in_executor(None, _grade_step, settings, groups)
@@ -189,7 +197,7 @@ def _answer(calls: list[asyncio.Future], values: list[float]) -> None:
             call.set_result(value)
 
 
-def _grade_step(settings: _Settings, groups: list[_Group]) -> list[float]:
+def _grade_step(settings: Settings, groups: list[_Group]) -> list[float]:
     """Each response's value, group by group in arrival order, from one app request (a thread:
     the client blocks)."""
     records = []

@@ -1,0 +1,244 @@
+"""A remote reward server for OpenRLHF that grades each prompt's responses together.
+
+OpenRLHF's `--remote_rm_url` (0.11: `--reward.remote_url`) POSTs JSON
+`{"query": [...], "prompts": [...], "labels": [...]}` and reads `"rewards"` (and
+`"scores"`) from the answer; 0.9 and later send one request per finished sample, older
+versions one per micro-batch or rollout batch, from several actors at once. GAGAR ranks a
+whole group, so this server parks each sample until `--group-size` responses
+(`n_samples_per_prompt`) of its prompt have arrived, across requests, grades complete
+groups with `gagar_client.grouped`'s buffer (the same code and fallbacks as verl's reward
+loop), and answers each request once all its samples have values: `"rewards"`, GAGAR's
+values, and `"scores"`, the test scores (OpenRLHF's dynamic filtering reads them as the
+pass verdict).
+
+    GAGAR_TOKEN=... python -m gagar_client.reward_server --app-url http://gagar:8000 \\
+        --run run-7 --group-size 8 --test-score my_tests:score --port 5000
+
+`--test-score module:function` is your test verdict, `f(query, prompt, label) -> float |
+{"score": ...}`, called with OpenRLHF's query (prompt and response), prompt and label.
+Only the standard library and httpx: it runs wherever the client is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from gagar_client import grouped
+from gagar_client.steps import Sample, logger, score_number, test_rewards, test_score_function
+
+PATH = "/get_reward"
+# OpenRLHF gives up on a request after 180 s and sends it again, which would park its
+# samples twice: every request must be answered before then.
+OPENRLHF_TIMEOUT_S = 180.0
+# Thread hand-offs and JSON decoding on top of the bounds that add up to a request's wait.
+SLACK_S = 1.0
+
+
+class BadRequest(ValueError):
+    """A request this server cannot take; the message says why."""
+
+
+def parse_request(body: bytes) -> tuple[list[str], list[str], list]:
+    """The request's queries, prompts and labels (None each when OpenRLHF sent no labels)."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise BadRequest("the body is not JSON") from None
+    if not isinstance(data, dict) or "query" not in data:
+        raise BadRequest("the body must be a JSON object with a 'query' list (prompt and response texts)")
+    if "prompts" not in data:
+        raise BadRequest("no 'prompts' list: GAGAR finds each response's group by its prompt, which OpenRLHF "
+                         "sends from version 0.5.9 on")
+    queries, prompts = data["query"], data["prompts"]
+    for name, values in (("query", queries), ("prompts", prompts)):
+        if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
+            raise BadRequest(f"'{name}' must be a list of strings")
+    labels = data.get("labels", [None] * len(queries))  # OpenRLHF 0.5.9 sends none
+    if not isinstance(labels, list):
+        raise BadRequest("'labels' must be a list")
+    if not len(queries) == len(prompts) == len(labels):
+        raise BadRequest(f"'query', 'prompts' and 'labels' must be equally long; got {len(queries)}, "
+                         f"{len(prompts)} and {len(labels)}")
+    return queries, prompts, labels
+
+
+def group_key(prompt: str) -> str:
+    """The group's name in the app: a digest, since a prompt may be long and hold newlines."""
+    return "prompt-" + hashlib.sha256(prompt.encode()).hexdigest()[:16]
+
+
+def response_of(query: str, prompt: str) -> str:
+    """The response text: the query without its prompt, or all of it when it does not start
+    with the prompt (OpenRLHF before 0.9 decodes padded sequences: pad tokens come first)."""
+    return query[len(prompt):] if query.startswith(prompt) else query
+
+
+class RewardServer(ThreadingHTTPServer):
+    """A thread per request; the groups live on one event loop in a thread of their own."""
+
+    daemon_threads = True
+    request_queue_size = 1024  # OpenRLHF 0.9+ opens a connection per sample, hundreds at once
+
+    def __init__(self, address: tuple[str, int], *, settings: grouped.Settings,
+                 test_score: Callable[..., float | dict], test_score_name: str):
+        self.settings = settings
+        self.test_score = test_score
+        self.test_score_name = test_score_name
+        # A group waits at most group_timeout for its responses, then batch_window for others
+        # to share its app request, then the grading takes at most deadline + one timeout.
+        self.wait_limit = settings.group_timeout + settings.batch_window + settings.deadline + settings.timeout
+        self.loop = asyncio.new_event_loop()  # before binding: a failed bind calls server_close
+        super().__init__(address, _Handler)
+        threading.Thread(target=self.loop.run_forever, name="gagar-groups", daemon=True).start()
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    def rewards(self, queries: list[str], prompts: list[str], labels: list) -> tuple[list[float], list[float]]:
+        """Each sample's GAGAR value and test score, in order, once every sample's group is done."""
+        scores = test_rewards([score_number(self.test_score(q, p, label)) for q, p, label in
+                               zip(queries, prompts, labels, strict=True)], len(queries),
+                              f"test_score {self.test_score_name}")
+        samples = []
+        for query, prompt, score in zip(queries, prompts, scores, strict=True):
+            response = response_of(query, prompt)
+            samples.append((group_key(prompt), Sample(reward=score, patch=response, messages=[
+                {"role": "user", "content": prompt}, {"role": "assistant", "content": response}])))
+        values = asyncio.run_coroutine_threadsafe(_park(self.settings, samples), self.loop)
+        try:
+            return values.result(timeout=self.wait_limit + SLACK_S), scores
+        except concurrent.futures.TimeoutError:
+            # The grading threads are all busy (the app is slow): answer rather than let
+            # OpenRLHF time out and send the samples again.
+            values.cancel()
+            logger.warning("GAGAR %s: a request of %d samples had no values after %g s; they keep their "
+                           "test scores", self.settings.run, len(samples), self.wait_limit + SLACK_S)
+            return scores, scores
+
+
+async def _park(settings: grouped.Settings, samples: list[tuple[str, Sample]]) -> list[float]:
+    # All of a request's samples are parked in one step of the loop, in order.
+    calls = [grouped.park(settings, key, sample) for key, sample in samples]
+    return list(await asyncio.gather(*calls))
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: RewardServer
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        if self.path != PATH:
+            return self._answer(HTTPStatus.NOT_FOUND, {"error": f"POST the samples to {PATH}"})
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            return self._answer(HTTPStatus.LENGTH_REQUIRED, {"error": "send the body with a Content-Length"})
+        try:
+            queries, prompts, labels = parse_request(self.rfile.read(int(length)))
+        except BadRequest as error:
+            return self._answer(HTTPStatus.BAD_REQUEST, {"error": str(error)})
+        try:
+            rewards, scores = self.server.rewards(queries, prompts, labels)
+        except Exception as error:  # a mistake to fix (test_score failed, a 4xx from the app): say it
+            logger.exception("GAGAR %s: a request of %d samples failed", self.server.settings.run, len(queries))
+            return self._answer(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}: {error}"})
+        self._answer(HTTPStatus.OK, {"rewards": rewards, "scores": scores})
+
+    def _answer(self, status: HTTPStatus, body: dict) -> None:
+        content = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(content)))
+        self.end_headers()
+        self.wfile.write(content)
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's name)
+        logger.debug("%s " + format, self.client_address[0], *args)  # one line per sample is too many
+
+
+def build_server(args: argparse.Namespace) -> RewardServer:
+    """The server the command line describes, bound to its port; ValueError for a bad option."""
+    token = os.environ.get(args.token_env)
+    if not token:
+        raise ValueError(f"the API token goes in the environment variable {args.token_env} (--token-env)")
+    if args.group_size < 2:
+        raise ValueError(f"--group-size must be OpenRLHF's n_samples_per_prompt, at least 2; got {args.group_size}")
+    for name in ("group_timeout", "deadline", "timeout"):
+        if getattr(args, name) <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be above 0")
+    if args.batch_window < 0:
+        raise ValueError("--batch-window must be at least 0")
+    try:
+        advantage_config = json.loads(args.advantage_config)
+    except ValueError:
+        raise ValueError(f"--advantage-config must be a JSON object, got {args.advantage_config!r}") from None
+    if not isinstance(advantage_config, dict):
+        raise ValueError(f"--advantage-config must be a JSON object, got {args.advantage_config!r}")
+    settings = grouped.Settings(url=args.app_url, token=token, run=args.run, grader=args.grader,
+                                deadline=args.deadline, timeout=args.timeout,
+                                advantage_config=json.dumps(advantage_config, sort_keys=True),
+                                pass_threshold=args.pass_threshold, group_size=args.group_size,
+                                group_timeout=args.group_timeout, batch_window=args.batch_window)
+    wait = args.group_timeout + args.batch_window + args.deadline + args.timeout + SLACK_S
+    if wait >= OPENRLHF_TIMEOUT_S:
+        raise ValueError(f"--group-timeout + --batch-window + --deadline + --timeout (+{SLACK_S:g} s) is {wait:g} s: "
+                         f"OpenRLHF sends a request again after {OPENRLHF_TIMEOUT_S:g} s, so keep it below that")
+    try:
+        test_score = test_score_function(args.test_score)
+    except (ImportError, AttributeError) as error:
+        raise ValueError(f"--test-score {args.test_score}: {error}") from None
+    return RewardServer((args.host, args.port), settings=settings, test_score=test_score,
+                        test_score_name=args.test_score)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m gagar_client.reward_server",
+                                     description="OpenRLHF's remote reward model, graded by GAGAR a group at a time.")
+    parser.add_argument("--app-url", required=True, help="the GAGAR app, e.g. http://gagar:8000")
+    parser.add_argument("--run", required=True, help="the run's name in the app; steps are <run>/step-<n>")
+    parser.add_argument("--group-size", type=int, required=True, help="OpenRLHF's n_samples_per_prompt")
+    parser.add_argument("--test-score", required=True, help="module:function, f(query, prompt, label) -> float")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for other machines)")
+    parser.add_argument("--port", type=int, default=5000, help="0 picks a free port (printed)")
+    parser.add_argument("--grader", default="heuristic", help="the app's grader profile")
+    parser.add_argument("--group-timeout", type=float, default=60.0,
+                        help="seconds a group waits for its missing responses, from its first")
+    parser.add_argument("--batch-window", type=float, default=1.0,
+                        help="seconds a complete group waits for others to share its app request")
+    parser.add_argument("--deadline", type=float, default=60.0, help="seconds the app may take to rank a step")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds for one request to the app")
+    parser.add_argument("--pass-threshold", type=float, default=1.0, help="a test score this high passes")
+    parser.add_argument("--advantage-config", default="{}", help="JSON overrides of the app's advantage config")
+    parser.add_argument("--token-env", default="GAGAR_TOKEN", help="the environment variable with the API token")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        server = build_server(args)
+    except (ValueError, OSError) as error:  # a bad option, or the port taken
+        parser.error(str(error))
+    host, port = server.server_address[:2]
+    print(f"GAGAR reward server for run {args.run}: http://{host}:{port}{PATH}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""OpenRLHF's remote reward requests, sent by OpenRLHF 0.11.2's own code, to
+`python -m gagar_client.reward_server` running against the live app and a real worker.
+
+The server runs as OpenRLHF's users run it, a process of its own (in this venv, where the
+client is installed); tests/trainers/openrlhf_run.py (in .venv-verl, where OpenRLHF is
+installed without its dependencies) posts the samples with
+`SingleTurnAgentExecutor._fetch_rewards_via_http`. The step is test_verl.py's: three groups
+of four responses, interleaved.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import httpx
+import numpy as np
+import pytest
+from gagar_client.reward_server import group_key
+
+from tests.trainers.conftest import core_advantages
+from tests.trainers.test_verl import ROOT, VERL_PYTHON, step_samples
+
+SCRIPT = ROOT / "tests" / "trainers" / "openrlhf_run.py"
+RUN = "openrlhf"
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def reward_server(live_server, token, tmp_path):
+    """Starts the reward server on a free port with the given options; its log is read after."""
+    started = []
+
+    def start(**options) -> str:
+        args = [sys.executable, "-m", "gagar_client.reward_server", "--app-url", live_server.url, "--run", RUN,
+                "--group-size", "4", "--test-score", "tests.trainers.openrlhf_score:tests_pass", "--port", "0"]
+        for name, value in options.items():
+            args += [f"--{name.replace('_', '-')}", str(value)]
+        env = {**os.environ, "GAGAR_TOKEN": token}
+        log = (tmp_path / "server.log").open("w")
+        server = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
+        started.append(server)
+        line = server.stdout.readline()
+        assert line.startswith("GAGAR reward server"), (tmp_path / "server.log").read_text()
+        return line.split()[-1]
+
+    yield start
+    for server in started:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def server_log(tmp_path) -> str:
+    return (tmp_path / "server.log").read_text()
+
+
+def openrlhf_sample(sample: dict) -> dict:
+    """A verl_step sample as OpenRLHF sends it: the query is the templated prompt and the response."""
+    prompt = f"<|user|>\n{sample['prompt']}\n<|assistant|>\n"
+    return {"query": prompt + sample["response"], "prompt": prompt, "label": sample["ground_truth"]}
+
+
+def send(requests: list[list[dict]], *, url: str, tmp_path) -> dict:
+    """openrlhf_run.py's output: each request's answer and the seconds it took."""
+    assert VERL_PYTHON.exists(), "no .venv-verl: build it with `make install-verl`"
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({"url": url, "requests": requests}))
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "PYTHONPATH")}
+    done = subprocess.run([str(VERL_PYTHON), str(SCRIPT), str(job)], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout)
+
+
+def by_patch(batch_name: str) -> dict[str, tuple[float, float]]:
+    """patch -> (GAGAR advantage, plain GRPO advantage) of a step's trajectories (the step's
+    patches are all different)."""
+    from webapp.models import Trajectory
+
+    advantages = core_advantages(batch_name)
+    rows = Trajectory.objects.filter(batch__name=batch_name).values_list("group__group_id", "trajectory_id", "patch")
+    return {patch: advantages[(group, trajectory)] for group, trajectory, patch in rows}
+
+
+def test_two_requests_each_with_half_of_every_group_get_the_cores_advantages(
+        reward_server, worker, tmp_path):
+    from webapp.models import Batch, Trajectory
+
+    url = reward_server()
+    samples = step_samples()
+    halves = [[], []]
+    for task in sorted({s["index"] for s in samples}):
+        group = [s for s in samples if s["index"] == task]
+        halves[0] += group[:2]
+        halves[1] += group[2:]
+    out = send([[openrlhf_sample(s) for s in half] for half in halves], url=url, tmp_path=tmp_path)
+
+    expected = by_patch(f"{RUN}/step-0")
+    for half, answer in zip(halves, out["answers"], strict=True):
+        np.testing.assert_allclose(answer["rewards"], [expected[s["response"]][0] for s in half], rtol=0, atol=1e-6)
+        assert answer["scores"] == [1.0 if "FIXED" in s["response"] else 0.0 for s in half]
+    gagar, grpo = np.array(list(expected.values())).T
+    assert np.abs(gagar - grpo).max() > 0.1, "the grader's rankings moved no credit: nothing was tested"
+    assert list(Batch.objects.filter(name__startswith=f"{RUN}/").values_list("name", flat=True)) == [f"{RUN}/step-0"]
+    groups = Counter(Trajectory.objects.filter(batch__name=f"{RUN}/step-0").values_list("group__group_id", flat=True))
+    assert sorted(groups.values()) == [4, 4, 4], "the halves were not graded as whole groups"
+    assert "keep" not in server_log(tmp_path)
+
+
+def test_an_incomplete_group_gets_its_test_scores_after_its_timeout_without_holding_up_the_others(
+        reward_server, worker, tmp_path):
+    from webapp.models import Group
+
+    url = reward_server(group_timeout=4)
+    samples = step_samples()
+    samples.remove(next(s for s in samples if s["index"] == "task-c"))  # a response lost
+    # OpenRLHF 0.9 and later: one request per sample, as each finishes.
+    out = send([[openrlhf_sample(s)] for s in samples], url=url, tmp_path=tmp_path)
+
+    expected = by_patch(f"{RUN}/step-0")
+    rewards = [answer["rewards"][0] for answer in out["answers"]]
+    complete = [i for i, s in enumerate(samples) if s["index"] != "task-c"]
+    incomplete = [i for i, s in enumerate(samples) if s["index"] == "task-c"]
+    np.testing.assert_allclose([rewards[i] for i in complete], [expected[samples[i]["response"]][0] for i in complete],
+                               rtol=0, atol=1e-6)
+    assert [rewards[i] for i in incomplete] == [1.0 if "FIXED" in samples[i]["response"] else 0.0
+                                                for i in incomplete]
+    assert max(out["seconds"][i] for i in complete) < 4 <= min(out["seconds"][i] for i in incomplete)
+    lost = group_key(openrlhf_sample(samples[incomplete[0]])["prompt"])
+    assert Group.objects.filter(batch__name__startswith=f"{RUN}/").count() == 2
+    assert not Group.objects.filter(batch__name__startswith=f"{RUN}/", group_id__startswith=lost).exists()
+    assert "has 3 of 4 responses after 4 s; they keep their test scores" in server_log(tmp_path)
+
+
+def test_a_bad_request_gets_400_with_its_reason_and_parks_nothing(reward_server, worker, tmp_path):
+    from webapp.models import Trajectory
+
+    url = reward_server()
+    group = [openrlhf_sample(s) for s in step_samples() if s["index"] == "task-a"]
+    queries, prompts, labels = ([s[key] for s in group] for key in ("query", "prompt", "label"))
+    bad = {
+        b"{not json": "the body is not JSON",
+        json.dumps({"prompts": prompts}).encode(): "with a 'query' list",
+        json.dumps({"query": queries}).encode(): "no 'prompts' list: GAGAR finds each response's group by its prompt",
+        json.dumps({"query": queries, "prompts": prompts, "labels": labels[:3]}).encode():
+            "'query', 'prompts' and 'labels' must be equally long; got 4, 4 and 3",
+        json.dumps({"query": queries[:3], "prompts": [1, 2, 3]}).encode(): "'prompts' must be a list of strings",
+    }
+    for body, reason in bad.items():
+        answer = httpx.post(url, content=body, headers={"Content-Type": "application/json"}, timeout=10)
+        assert answer.status_code == 400, answer.text
+        assert reason in answer.json()["error"]
+
+    # Had any bad request parked its samples, this group would be completed by them instead.
+    answer = httpx.post(url, json={"query": queries, "prompts": prompts, "labels": labels}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    expected = by_patch(f"{RUN}/step-0")
+    np.testing.assert_allclose(answer.json()["rewards"], [expected[q.removeprefix(p)][0] for q, p in
+                                                          zip(queries, prompts, strict=True)], rtol=0, atol=1e-6)
+    assert Trajectory.objects.filter(batch__name=f"{RUN}/step-0").count() == 4
