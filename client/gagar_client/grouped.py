@@ -5,14 +5,18 @@ verl 0.9.1's trainer scores each response on its own: its reward loop
 whose `naive` manager awaits `compute_score(data_source, solution_str, ground_truth,
 extra_info, **reward_kwargs)` when it is a coroutine function. GAGAR ranks a whole group,
 so this `compute_score` parks each call until the `group_size` (verl's `rollout.n`)
-responses of its prompt have arrived in this process, found by `extra_info[group_key]`
-as in `gagar_client.verl`, then grades the group with the same client code as the batch
-path and answers every parked call with its response's value.
+responses of its prompt have arrived, found by `extra_info[group_key]` as in
+`gagar_client.verl`, then grades the group with the same client code as the batch path
+and answers every parked call with its response's value.
+
+Where the calls are parked: in this process, or, with `buffer_url`, in the one
+`gagar_client.reward_server` that all of a run's reward-loop workers post to (verl sends
+each response to a worker picked at random, each worker a process of its own).
 
 Groups that complete within `batch_window` seconds of each other share one app request
 (one step of the run in the app). A group still incomplete `group_timeout` seconds after
-its first response arrived (its responses went to several processes, or one was lost)
-is not sent: each of its calls gets its test score, logged as a warning, so verl's GRPO
+its first response arrived (a response lost, or scored where its group is not parked) is
+not sent: each of its calls gets its test score, logged as a warning, so verl's GRPO
 gives those responses their plain Dr. GRPO advantage over the whole group.
 
 Pending groups are kept per event loop (the loop running the call), never in a loop
@@ -30,9 +34,12 @@ import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
-from gagar_client.client import Client
+import httpx
+
+from gagar_client.client import Client, GagarAPIError
 from gagar_client.steps import (
     Sample,
     group_records,
@@ -44,6 +51,9 @@ from gagar_client.steps import (
     test_score_function,
 )
 
+# Thread hand-offs, JSON and the network on top of the bounds that add up to a wait for values.
+SLACK_S = 1.0
+
 
 async def compute_score(
     data_source: str,
@@ -51,14 +61,15 @@ async def compute_score(
     ground_truth: Any,
     extra_info: dict,
     *,
-    url: str,
-    run: str,
     test_score: str | Callable[..., float | dict],
     group_size: int,
+    url: str | None = None,
+    run: str | None = None,
+    buffer_url: str | None = None,
     token_env: str = "GAGAR_TOKEN",
     group_key: str = "index",
-    pass_threshold: float = 1.0,
-    grader: str = "heuristic",
+    pass_threshold: float | None = None,
+    grader: str | None = None,
     deadline: float = 60.0,
     group_timeout: float = 60.0,
     batch_window: float = 1.0,
@@ -76,23 +87,82 @@ async def compute_score(
     A complete group gets the batch path's values and fallbacks: the app not ranking it
     within `deadline` seconds, its plain GRPO advantage; the app unreachable, its test
     scores; each logged. A 4xx answer from the app raises in every call of the request.
+
+    With `buffer_url` (a `gagar_client.reward_server`'s /get_reward address) the response
+    and its test score are posted there instead, to be parked with those of every other
+    worker; `url`, `run`, `grader`, `pass_threshold` and `advantage_config` are then the
+    server's options and may not be given. The server unreachable or silent past its own
+    bound: the test score, logged. A 4xx or 500 answer raises with the server's reason.
     """
-    token = os.environ.get(token_env)
-    if not token:
-        raise ValueError(f"compute_score: the API token goes in the environment variable {token_env} (token_env)")
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
         raise ValueError(f"compute_score: group_size must be verl's rollout.n, at least 2; got {group_size!r}")
     if not isinstance(extra_info, dict) or group_key not in extra_info:
         raise ValueError(f"compute_score: the response has no extra_info[{group_key!r}] (group_key) to find its "
                          "prompt's group by; write one into the dataset's extra_info")
+    server_options = {"url": url, "run": run, "grader": grader, "pass_threshold": pass_threshold,
+                      "advantage_config": advantage_config}
+    if buffer_url is not None:
+        if names := [name for name, value in server_options.items() if value is not None]:
+            raise ValueError(f"compute_score: with buffer_url the reward server grades, with its own options; "
+                             f"drop {', '.join(names)} from reward_kwargs")
+    elif url is None or run is None:
+        raise ValueError("compute_score: reward_kwargs need url and run (the app and the run's name), or "
+                         "buffer_url (a gagar_client.reward_server that grades for every reward-loop worker)")
     reward = await _test_score(test_score, data_source=data_source, solution_str=solution_str,
                                ground_truth=ground_truth, extra_info=extra_info)
-    settings = Settings(url=url, token=token, run=run, grader=grader, deadline=float(deadline),
-                        timeout=float(timeout), advantage_config=json.dumps(advantage_config or {}, sort_keys=True),
-                        pass_threshold=float(pass_threshold), group_size=group_size,
-                        group_timeout=float(group_timeout), batch_window=float(batch_window))
     sample = Sample(reward=reward, patch=solution_str, messages=[{"role": "assistant", "content": solution_str}])
-    return await park(settings, str(extra_info[group_key]), sample)
+    key = str(extra_info[group_key])
+    if buffer_url is not None:
+        bound = wait_limit(group_timeout=float(group_timeout), batch_window=float(batch_window),
+                           deadline=float(deadline), timeout=float(timeout))
+        return await _ask_buffer(buffer_url, key, sample, group_size=group_size, bound=bound, timeout=float(timeout))
+    token = os.environ.get(token_env)
+    if not token:
+        raise ValueError(f"compute_score: the API token goes in the environment variable {token_env} (token_env)")
+    settings = Settings(url=url, token=token, run=run, grader="heuristic" if grader is None else grader,
+                        deadline=float(deadline), timeout=float(timeout),
+                        advantage_config=json.dumps(advantage_config or {}, sort_keys=True),
+                        pass_threshold=1.0 if pass_threshold is None else float(pass_threshold),
+                        group_size=group_size, group_timeout=float(group_timeout), batch_window=float(batch_window))
+    return await park(settings, key, sample)
+
+
+def wait_limit(*, group_timeout: float, batch_window: float, deadline: float, timeout: float) -> float:
+    """Seconds a parked response may wait for its value: its group waits at most group_timeout
+    for its responses, then batch_window for others to share its app request, then the
+    grading takes at most deadline + one request timeout; plus slack."""
+    return group_timeout + batch_window + deadline + timeout + SLACK_S
+
+
+async def _ask_buffer(buffer_url: str, key: str, sample: Sample, *, group_size: int, bound: float,
+                      timeout: float) -> float:
+    """The response's value from the reward server at `buffer_url`, which answers within
+    `bound` seconds (its own fallback); the test score, logged, when no answer comes."""
+    body = {"responses": [sample.patch], "group_keys": [key], "test_scores": [sample.reward],
+            "group_size": group_size}
+    try:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, read=bound + SLACK_S)) as http:
+            answer = await http.post(buffer_url, json=body)
+    except httpx.TransportError as error:  # refused, unresolvable, or silent past its bound
+        logger.warning("GAGAR reward server %s: no answer (%s: %s); a response of group %s keeps its test score",
+                       buffer_url, type(error).__name__, error, key)
+        return sample.reward
+    if answer.status_code == HTTPStatus.OK:
+        return answer.json()["rewards"][0]
+    if answer.is_client_error or answer.status_code == HTTPStatus.INTERNAL_SERVER_ERROR:
+        # A mistake to fix (a bad request, a 4xx from the app behind the server): say it.
+        raise GagarAPIError(answer.status_code, [f"reward server {buffer_url}: {_error_of(answer)}"])
+    logger.warning("GAGAR reward server %s: answered %d (%s); a response of group %s keeps its test score",
+                   buffer_url, answer.status_code, _error_of(answer), key)
+    return sample.reward
+
+
+def _error_of(answer: httpx.Response) -> str:
+    """The reward server's reason, or the answer's text when it is not the server's JSON (a proxy)."""
+    try:
+        return str(answer.json()["error"])
+    except (ValueError, KeyError, TypeError):
+        return answer.text[:200] or answer.reason_phrase
 
 
 def park(settings: Settings, key: str, sample: Sample) -> asyncio.Future:

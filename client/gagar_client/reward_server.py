@@ -1,11 +1,12 @@
-"""A remote reward server for OpenRLHF that grades each prompt's responses together.
+"""A remote reward server for OpenRLHF, and for verl's reward-loop workers, that grades each
+prompt's responses together.
 
 OpenRLHF's `--remote_rm_url` (0.11: `--reward.remote_url`) POSTs JSON
 `{"query": [...], "prompts": [...], "labels": [...]}` and reads `"rewards"` (and
 `"scores"`) from the answer; 0.9 and later send one request per finished sample, older
 versions one per micro-batch or rollout batch, from several actors at once. GAGAR ranks a
 whole group, so this server parks each sample until `--group-size` responses
-(`n_samples_per_prompt`) of its prompt have arrived, across requests, grades complete
+(`n_samples_per_prompt`) of its group have arrived, across requests, grades complete
 groups with `gagar_client.grouped`'s buffer (the same code and fallbacks as verl's reward
 loop), and answers each request once all its samples have values: `"rewards"`, GAGAR's
 values, and `"scores"`, the test scores (OpenRLHF's dynamic filtering reads them as the
@@ -16,7 +17,10 @@ pass verdict).
 
 `--test-score module:function` is your test verdict, `f(query, prompt, label) -> float |
 {"score": ...}`, called with OpenRLHF's query (prompt and response), prompt and label.
-Only the standard library and httpx: it runs wherever the client is installed.
+A client that scores its samples itself sends `test_scores`, `group_keys` and `responses`
+instead (`gagar_client.grouped` with `buffer_url`, from each of verl's reward-loop
+workers); the fields are in `parse_request`. Only the standard library and httpx: it runs
+wherever the client is installed.
 """
 
 from __future__ import annotations
@@ -27,11 +31,14 @@ import concurrent.futures
 import hashlib
 import json
 import logging
+import math
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from gagar_client import grouped
 from gagar_client.steps import Sample, logger, score_number, test_rewards, test_score_function
@@ -40,36 +47,88 @@ PATH = "/get_reward"
 # OpenRLHF gives up on a request after 180 s and sends it again, which would park its
 # samples twice: every request must be answered before then.
 OPENRLHF_TIMEOUT_S = 180.0
-# Thread hand-offs and JSON decoding on top of the bounds that add up to a request's wait.
-SLACK_S = 1.0
 
 
 class BadRequest(ValueError):
     """A request this server cannot take; the message says why."""
 
 
-def parse_request(body: bytes) -> tuple[list[str], list[str], list]:
-    """The request's queries, prompts and labels (None each when OpenRLHF sent no labels)."""
+@dataclass(frozen=True)
+class Incoming:
+    """One sample of a request: its group, response and prompt, and what its test score is
+    computed from when the request sent none (`query`, `label`)."""
+
+    group: str
+    response: str
+    prompt: str | None
+    query: str | None
+    label: Any
+    test_score: float | None
+
+    def transcript(self) -> list[dict]:
+        """The prompt, when the request sent one, and the response."""
+        prompt = [{"role": "user", "content": self.prompt}] if self.prompt is not None else []
+        return prompt + [{"role": "assistant", "content": self.response}]
+
+
+def parse_request(body: bytes) -> tuple[list[Incoming], int | None]:
+    """A request's samples, in order, and the `group_size` it expects (None when it sent none).
+
+    The body is a JSON object of equally long lists, one entry per sample:
+
+    - `query`: the prompt and response as one text (OpenRLHF's);
+    - `prompts`: the prompt (OpenRLHF's), the transcript's user message;
+    - `labels`: what `--test-score` gets as its label (OpenRLHF's; None each when absent);
+    - `responses`: the response text; without it, the query less its prompt;
+    - `group_keys`: the sample's group; without it, `prompt-<digest of the prompt>`;
+    - `test_scores`: finite numbers; without them, `--test-score` computes them.
+
+    Each sample needs a response (`responses`, or `query` and `prompts`) and a group
+    (`group_keys`, or `prompts`). `group_size`, a number, is checked against the server's.
+    """
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError):
         raise BadRequest("the body is not JSON") from None
-    if not isinstance(data, dict) or "query" not in data:
-        raise BadRequest("the body must be a JSON object with a 'query' list (prompt and response texts)")
-    if "prompts" not in data:
+    if not isinstance(data, dict) or ("query" not in data and "responses" not in data):
+        raise BadRequest("the body must be a JSON object with a 'query' list (prompt and response texts) or "
+                         "a 'responses' list")
+    if "prompts" not in data and "group_keys" not in data:
         raise BadRequest("no 'prompts' list: GAGAR finds each response's group by its prompt, which OpenRLHF "
-                         "sends from version 0.5.9 on")
-    queries, prompts = data["query"], data["prompts"]
-    for name, values in (("query", queries), ("prompts", prompts)):
+                         "sends from version 0.5.9 on (or send 'group_keys')")
+    if "prompts" not in data and "responses" not in data:
+        raise BadRequest("no 'prompts' list: the response is the query less its prompt (or send 'responses')")
+    fields = {name: data[name] for name in ("query", "prompts", "labels", "responses", "group_keys", "test_scores")
+              if name in data}
+    for name in ("query", "prompts", "responses", "group_keys"):
+        values = fields.get(name, [])
         if not isinstance(values, list) or not all(isinstance(value, str) for value in values):
             raise BadRequest(f"'{name}' must be a list of strings")
-    labels = data.get("labels", [None] * len(queries))  # OpenRLHF 0.5.9 sends none
-    if not isinstance(labels, list):
+    if not isinstance(fields.get("labels", []), list):
         raise BadRequest("'labels' must be a list")
-    if not len(queries) == len(prompts) == len(labels):
-        raise BadRequest(f"'query', 'prompts' and 'labels' must be equally long; got {len(queries)}, "
-                         f"{len(prompts)} and {len(labels)}")
-    return queries, prompts, labels
+    scores = fields.get("test_scores", [])
+    if not isinstance(scores, list) or not all(
+            isinstance(score, (int, float)) and not isinstance(score, bool) and math.isfinite(score)
+            for score in scores):
+        raise BadRequest("'test_scores' must be a list of finite numbers")
+    lengths = [len(values) for values in fields.values()]
+    if len(set(lengths)) > 1:
+        names = [f"'{name}'" for name in fields]
+        raise BadRequest(f"{', '.join(names[:-1])} and {names[-1]} must be equally long; got "
+                         f"{', '.join(map(str, lengths[:-1]))} and {lengths[-1]}")
+    group_size = data.get("group_size")
+    if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, int)):
+        raise BadRequest(f"'group_size' must be a whole number; got {group_size!r}")
+    samples = []
+    for i in range(lengths[0]):
+        prompt = fields["prompts"][i] if "prompts" in fields else None
+        query = fields["query"][i] if "query" in fields else None
+        samples.append(Incoming(
+            group=fields["group_keys"][i] if "group_keys" in fields else group_key(prompt),
+            response=fields["responses"][i] if "responses" in fields else response_of(query, prompt),
+            prompt=prompt, query=query, label=fields["labels"][i] if "labels" in fields else None,
+            test_score=float(fields["test_scores"][i]) if "test_scores" in fields else None))
+    return samples, group_size
 
 
 def group_key(prompt: str) -> str:
@@ -90,13 +149,13 @@ class RewardServer(ThreadingHTTPServer):
     request_queue_size = 1024  # OpenRLHF 0.9+ opens a connection per sample, hundreds at once
 
     def __init__(self, address: tuple[str, int], *, settings: grouped.Settings,
-                 test_score: Callable[..., float | dict], test_score_name: str):
+                 test_score: Callable[..., float | dict] | None, test_score_name: str | None):
         self.settings = settings
         self.test_score = test_score
         self.test_score_name = test_score_name
-        # A group waits at most group_timeout for its responses, then batch_window for others
-        # to share its app request, then the grading takes at most deadline + one timeout.
-        self.wait_limit = settings.group_timeout + settings.batch_window + settings.deadline + settings.timeout
+        self.wait_limit = grouped.wait_limit(group_timeout=settings.group_timeout,
+                                             batch_window=settings.batch_window, deadline=settings.deadline,
+                                             timeout=settings.timeout)
         self.loop = asyncio.new_event_loop()  # before binding: a failed bind calls server_close
         super().__init__(address, _Handler)
         threading.Thread(target=self.loop.run_forever, name="gagar-groups", daemon=True).start()
@@ -105,26 +164,38 @@ class RewardServer(ThreadingHTTPServer):
         super().server_close()
         self.loop.call_soon_threadsafe(self.loop.stop)
 
-    def rewards(self, queries: list[str], prompts: list[str], labels: list) -> tuple[list[float], list[float]]:
-        """Each sample's GAGAR value and test score, in order, once every sample's group is done."""
-        scores = test_rewards([score_number(self.test_score(q, p, label)) for q, p, label in
-                               zip(queries, prompts, labels, strict=True)], len(queries),
-                              f"test_score {self.test_score_name}")
-        samples = []
-        for query, prompt, score in zip(queries, prompts, scores, strict=True):
-            response = response_of(query, prompt)
-            samples.append((group_key(prompt), Sample(reward=score, patch=response, messages=[
-                {"role": "user", "content": prompt}, {"role": "assistant", "content": response}])))
-        values = asyncio.run_coroutine_threadsafe(_park(self.settings, samples), self.loop)
+    def rewards(self, samples: list[Incoming], group_size: int | None) -> tuple[list[float], list[float]]:
+        """Each sample's GAGAR value and test score, in order, once every sample's group is done.
+        BadRequest, before anything is parked, for a request this server cannot take."""
+        if group_size is not None and group_size != self.settings.group_size:
+            raise BadRequest(f"this server groups {self.settings.group_size} responses (--group-size); the request "
+                             f"expects {group_size}: give both the trainer's responses per prompt")
+        scores = self._test_scores(samples)
+        parked = [(sample.group, Sample(reward=score, patch=sample.response, messages=sample.transcript()))
+                  for sample, score in zip(samples, scores, strict=True)]
+        values = asyncio.run_coroutine_threadsafe(_park(self.settings, parked), self.loop)
         try:
-            return values.result(timeout=self.wait_limit + SLACK_S), scores
+            return values.result(timeout=self.wait_limit), scores
         except concurrent.futures.TimeoutError:
             # The grading threads are all busy (the app is slow): answer rather than let
-            # OpenRLHF time out and send the samples again.
+            # the client time out (OpenRLHF then sends the samples again).
             values.cancel()
             logger.warning("GAGAR %s: a request of %d samples had no values after %g s; they keep their "
-                           "test scores", self.settings.run, len(samples), self.wait_limit + SLACK_S)
+                           "test scores", self.settings.run, len(parked), self.wait_limit)
             return scores, scores
+
+    def _test_scores(self, samples: list[Incoming]) -> list[float]:
+        """The scores the request sent, or --test-score's verdicts on its samples."""
+        if all(sample.test_score is not None for sample in samples):
+            return [sample.test_score for sample in samples]
+        if self.test_score is None:
+            raise BadRequest("no 'test_scores', and this server was started without --test-score: send each "
+                             "sample's test score, or start the server with --test-score module:function")
+        if any(sample.query is None or sample.prompt is None for sample in samples):
+            raise BadRequest("no 'test_scores': --test-score is called with each sample's query and prompt, so "
+                             "send 'query' and 'prompts' too")
+        return test_rewards([score_number(self.test_score(s.query, s.prompt, s.label)) for s in samples],
+                            len(samples), f"test_score {self.test_score_name}")
 
 
 async def _park(settings: grouped.Settings, samples: list[tuple[str, Sample]]) -> list[float]:
@@ -143,13 +214,12 @@ class _Handler(BaseHTTPRequestHandler):
         if length is None or not length.isdigit():
             return self._answer(HTTPStatus.LENGTH_REQUIRED, {"error": "send the body with a Content-Length"})
         try:
-            queries, prompts, labels = parse_request(self.rfile.read(int(length)))
+            samples, group_size = parse_request(self.rfile.read(int(length)))
+            rewards, scores = self.server.rewards(samples, group_size)
         except BadRequest as error:
             return self._answer(HTTPStatus.BAD_REQUEST, {"error": str(error)})
-        try:
-            rewards, scores = self.server.rewards(queries, prompts, labels)
         except Exception as error:  # a mistake to fix (test_score failed, a 4xx from the app): say it
-            logger.exception("GAGAR %s: a request of %d samples failed", self.server.settings.run, len(queries))
+            logger.exception("GAGAR %s: a request failed", self.server.settings.run)
             return self._answer(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}: {error}"})
         self._answer(HTTPStatus.OK, {"rewards": rewards, "scores": scores})
 
@@ -188,14 +258,18 @@ def build_server(args: argparse.Namespace) -> RewardServer:
                                 advantage_config=json.dumps(advantage_config, sort_keys=True),
                                 pass_threshold=args.pass_threshold, group_size=args.group_size,
                                 group_timeout=args.group_timeout, batch_window=args.batch_window)
-    wait = args.group_timeout + args.batch_window + args.deadline + args.timeout + SLACK_S
-    if wait >= OPENRLHF_TIMEOUT_S:
-        raise ValueError(f"--group-timeout + --batch-window + --deadline + --timeout (+{SLACK_S:g} s) is {wait:g} s: "
-                         f"OpenRLHF sends a request again after {OPENRLHF_TIMEOUT_S:g} s, so keep it below that")
-    try:
-        test_score = test_score_function(args.test_score)
-    except (ImportError, AttributeError) as error:
-        raise ValueError(f"--test-score {args.test_score}: {error}") from None
+    wait = grouped.wait_limit(group_timeout=args.group_timeout, batch_window=args.batch_window,
+                              deadline=args.deadline, timeout=args.timeout)
+    if wait >= args.client_timeout:
+        raise ValueError(f"--group-timeout + --batch-window + --deadline + --timeout (+{grouped.SLACK_S:g} s) is "
+                         f"{wait:g} s: a client gives up after --client-timeout {args.client_timeout:g} s (OpenRLHF "
+                         "then sends the request again), so keep it below that")
+    test_score = None
+    if args.test_score is not None:
+        try:
+            test_score = test_score_function(args.test_score)
+        except (ImportError, AttributeError) as error:
+            raise ValueError(f"--test-score {args.test_score}: {error}") from None
     return RewardServer((args.host, args.port), settings=settings, test_score=test_score,
                         test_score_name=args.test_score)
 
@@ -206,7 +280,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--app-url", required=True, help="the GAGAR app, e.g. http://gagar:8000")
     parser.add_argument("--run", required=True, help="the run's name in the app; steps are <run>/step-<n>")
     parser.add_argument("--group-size", type=int, required=True, help="OpenRLHF's n_samples_per_prompt")
-    parser.add_argument("--test-score", required=True, help="module:function, f(query, prompt, label) -> float")
+    parser.add_argument("--test-score", help="module:function, f(query, prompt, label) -> float; without it, "
+                        "every request must send its 'test_scores'")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for other machines)")
     parser.add_argument("--port", type=int, default=5000, help="0 picks a free port (printed)")
     parser.add_argument("--grader", default="heuristic", help="the app's grader profile")
@@ -218,6 +293,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds for one request to the app")
     parser.add_argument("--pass-threshold", type=float, default=1.0, help="a test score this high passes")
     parser.add_argument("--advantage-config", default="{}", help="JSON overrides of the app's advantage config")
+    parser.add_argument("--client-timeout", type=float, default=OPENRLHF_TIMEOUT_S,
+                        help="seconds a client waits for an answer (OpenRLHF: 180); the bounds above must add "
+                        "up to less")
     parser.add_argument("--token-env", default="GAGAR_TOKEN", help="the environment variable with the API token")
     return parser
 

@@ -3,9 +3,16 @@ the core's advantages on the rankings the worker wrote.
 
 App modules are imported inside the fixtures (see tests/conftest.py)."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.workers.conftest import redis_broker, workers  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +35,31 @@ def token(researcher):
 def worker(redis_broker, workers):  # noqa: F811
     """One real Celery worker on the test database and a Redis broker of this test's own."""
     return workers(redis_broker)
+
+
+@pytest.fixture
+def start_reward_server(live_server, token, tmp_path):
+    """Starts `python -m gagar_client.reward_server` against the live app on a free port, with
+    the given options (`group_size=4` gives `--group-size 4`), and returns its URL. Its log
+    is tmp_path/server.log."""
+    started = []
+
+    def start(**options) -> str:
+        args = [sys.executable, "-m", "gagar_client.reward_server", "--app-url", live_server.url, "--port", "0"]
+        for name, value in options.items():
+            args += [f"--{name.replace('_', '-')}", str(value)]
+        log = (tmp_path / "server.log").open("w")
+        server = subprocess.Popen(args, cwd=ROOT, env={**os.environ, "GAGAR_TOKEN": token}, stdout=subprocess.PIPE,
+                                  stderr=log, text=True)
+        started.append(server)
+        line = server.stdout.readline()
+        assert line.startswith("GAGAR reward server"), (tmp_path / "server.log").read_text()
+        return line.split()[-1]
+
+    yield start
+    for server in started:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def core_advantages(batch_name: str) -> dict[tuple[str, str], tuple[float, float]]:

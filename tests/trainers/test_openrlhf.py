@@ -8,10 +8,10 @@ installed without its dependencies) posts the samples with
 of four responses, interleaved.
 """
 
+import functools
 import json
 import os
 import subprocess
-import sys
 from collections import Counter
 
 import httpx
@@ -29,27 +29,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def reward_server(live_server, token, tmp_path):
-    """Starts the reward server on a free port with the given options; its log is read after."""
-    started = []
-
-    def start(**options) -> str:
-        args = [sys.executable, "-m", "gagar_client.reward_server", "--app-url", live_server.url, "--run", RUN,
-                "--group-size", "4", "--test-score", "tests.trainers.openrlhf_score:tests_pass", "--port", "0"]
-        for name, value in options.items():
-            args += [f"--{name.replace('_', '-')}", str(value)]
-        env = {**os.environ, "GAGAR_TOKEN": token}
-        log = (tmp_path / "server.log").open("w")
-        server = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=log, text=True)
-        started.append(server)
-        line = server.stdout.readline()
-        assert line.startswith("GAGAR reward server"), (tmp_path / "server.log").read_text()
-        return line.split()[-1]
-
-    yield start
-    for server in started:
-        server.terminate()
-        server.wait(timeout=10)
+def reward_server(start_reward_server):
+    """Starts the reward server for this run with the given options more; its log is read after."""
+    return functools.partial(start_reward_server, run=RUN, group_size=4,
+                             test_score="tests.trainers.openrlhf_score:tests_pass")
 
 
 def server_log(tmp_path) -> str:
@@ -147,6 +130,16 @@ def test_a_bad_request_gets_400_with_its_reason_and_parks_nothing(reward_server,
         json.dumps({"query": queries, "prompts": prompts, "labels": labels[:3]}).encode():
             "'query', 'prompts' and 'labels' must be equally long; got 4, 4 and 3",
         json.dumps({"query": queries[:3], "prompts": [1, 2, 3]}).encode(): "'prompts' must be a list of strings",
+        json.dumps({"query": queries, "group_keys": ["a"] * 4}).encode():
+            "no 'prompts' list: the response is the query less its prompt (or send 'responses')",
+        json.dumps({"query": queries, "prompts": prompts, "test_scores": ["1"] * 4}).encode():
+            "'test_scores' must be a list of finite numbers",
+        json.dumps({"query": queries, "prompts": prompts, "labels": labels, "test_scores": [1, 0, 1]}).encode():
+            "'query', 'prompts', 'labels' and 'test_scores' must be equally long; got 4, 4, 4 and 3",
+        json.dumps({"responses": queries, "group_keys": ["a"] * 4}).encode():
+            "no 'test_scores': --test-score is called with each sample's query and prompt",
+        json.dumps({"query": queries, "prompts": prompts, "group_size": 8}).encode():
+            "this server groups 4 responses (--group-size); the request expects 8",
     }
     for body, reason in bad.items():
         answer = httpx.post(url, content=body, headers={"Content-Type": "application/json"}, timeout=10)

@@ -7,30 +7,37 @@ groups are interleaved as in test_verl.py. Each score must be the advantage the 
 computes from the worker's rankings, the same as the batch path's for the same step.
 """
 
+import asyncio
 import json
 import os
 import subprocess
+from collections import Counter
 
+import httpx
 import numpy as np
 import pytest
+from gagar_client import GagarAPIError
+from gagar_client.grouped import compute_score
 
 from tests.trainers.conftest import core_advantages
 from tests.trainers.test_verl import ROOT, VERL_PYTHON, step_samples
 
 SCRIPT = ROOT / "tests" / "trainers" / "verl_grouped_run.py"
 RUN = "verl-grouped"
-REWARD_KWARGS = {"run": RUN, "test_score": "verl_step:tests_pass", "group_size": 4, "grader": "heuristic"}
+REWARD_KWARGS = {"test_score": "verl_step:tests_pass", "group_size": 4}
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def run_grouped(samples, *, tmp_path, url, token, tokenizer, batch_run=None, **reward_kwargs) -> tuple[dict, str]:
+def run_grouped(samples, *, tmp_path, token, tokenizer, batch_url=None, workers=None,
+                **reward_kwargs) -> tuple[dict, str]:
     """verl_grouped_run.py's output and its log (stderr)."""
     assert VERL_PYTHON.exists(), "no .venv-verl: build it with `make install-verl`"
-    job = {"tokenizer": str(tokenizer), "samples": samples, "reward_kwargs": {**REWARD_KWARGS, "url": url,
-                                                                              **reward_kwargs}}
-    if batch_run:
-        job["batch_kwargs"] = {"url": url, "run": batch_run, "test_score": "verl_step:tests_pass"}
+    job = {"tokenizer": str(tokenizer), "samples": samples, "reward_kwargs": {**REWARD_KWARGS, **reward_kwargs}}
+    if batch_url:
+        job["batch_kwargs"] = {"url": batch_url, "run": "verl-batch", "test_score": "verl_step:tests_pass"}
+    if workers:
+        job["workers"] = workers
     path = tmp_path / "job.json"
     path.write_text(json.dumps(job))
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "PYTHONPATH")}
@@ -56,8 +63,8 @@ def test_each_response_gets_its_groups_gagar_advantage_as_on_the_batch_path(
     from webapp.models import Batch
 
     samples = step_samples()
-    out, log = run_grouped(samples, tmp_path=tmp_path, url=live_server.url, token=token, tokenizer=tiny_model,
-                           batch_run="verl-batch")
+    out, log = run_grouped(samples, tmp_path=tmp_path, token=token, tokenizer=tiny_model, url=live_server.url,
+                           run=RUN, batch_url=live_server.url)
 
     expected = by_patch(f"{RUN}/step-0")
     gagar = np.array([expected[(s["index"], s["response"])][0] for s in samples])
@@ -75,8 +82,8 @@ def test_an_incomplete_group_keeps_its_test_scores_after_its_timeout_without_hol
 
     samples = step_samples()
     samples.remove(next(s for s in samples if s["index"] == "task-c"))  # a response scored elsewhere
-    out, log = run_grouped(samples, tmp_path=tmp_path, url=live_server.url, token=token, tokenizer=tiny_model,
-                           group_timeout=5)
+    out, log = run_grouped(samples, tmp_path=tmp_path, token=token, tokenizer=tiny_model, url=live_server.url,
+                           run=RUN, group_timeout=5)
 
     expected = by_patch(f"{RUN}/step-0")
     complete = [i for i, s in enumerate(samples) if s["index"] != "task-c"]
@@ -89,3 +96,68 @@ def test_an_incomplete_group_keeps_its_test_scores_after_its_timeout_without_hol
     assert max(out["seconds"][i] for i in complete) < 5 <= min(out["seconds"][i] for i in incomplete)
     assert not Group.objects.filter(batch__name__startswith=f"{RUN}/", group_id__startswith="task-c").exists()
     assert "group task-c has 3 of 4 responses after 5 s; they keep their test scores" in log
+
+
+def test_two_reward_loop_workers_each_with_half_of_every_group_get_the_cores_advantages_through_one_server(
+        start_reward_server, token, worker, tiny_model, tmp_path):
+    from webapp.models import Batch, Trajectory
+
+    buffer_url = start_reward_server(run=RUN, group_size=4)  # no --test-score: the workers send theirs
+    samples = step_samples()
+    halves = [[], []]  # as verl's random dispatch splits them: every group across both workers
+    seen = Counter()
+    for i, sample in enumerate(samples):
+        halves[seen[sample["index"]] % 2].append(i)
+        seen[sample["index"]] += 1
+    out, log = run_grouped(samples, tmp_path=tmp_path, token=token, tokenizer=tiny_model, buffer_url=buffer_url,
+                           workers=halves)
+
+    expected = by_patch(f"{RUN}/step-0")
+    gagar = np.array([expected[(s["index"], s["response"])][0] for s in samples])
+    grpo = np.array([expected[(s["index"], s["response"])][1] for s in samples])
+    np.testing.assert_allclose(out["scores"], gagar, rtol=0, atol=1e-6)
+    assert np.abs(gagar - grpo).max() > 0.1, "the grader's rankings moved no credit: nothing was tested"
+    assert list(Batch.objects.filter(name__startswith=f"{RUN}/").values_list("name", flat=True)) == [f"{RUN}/step-0"]
+    groups = Counter(Trajectory.objects.filter(batch__name=f"{RUN}/step-0").values_list("group__group_id", flat=True))
+    assert sorted(groups.values()) == [4, 4, 4], "the halves were not graded as whole groups"
+    assert "keep" not in log
+    assert "keep" not in (tmp_path / "server.log").read_text()
+
+
+def test_the_reward_server_refuses_what_it_cannot_grade_and_parks_nothing_and_the_call_raises_its_reason(
+        start_reward_server, worker):
+    from webapp.models import Trajectory
+
+    buffer_url = start_reward_server(run=RUN, group_size=4)
+    group = [s for s in step_samples() if s["index"] == "task-a"]
+    unscored = {"responses": [group[0]["response"]], "group_keys": ["task-a"]}
+    answer = httpx.post(buffer_url, json=unscored, timeout=10)
+    assert answer.status_code == 400
+    assert "no 'test_scores', and this server was started without --test-score" in answer.json()["error"]
+
+    def call(**reward_kwargs):
+        return asyncio.run(compute_score("swe", group[0]["response"], "FIXED", {"index": "task-a"},
+                                         test_score=lambda **_: 1.0, buffer_url=buffer_url, **reward_kwargs))
+
+    with pytest.raises(GagarAPIError, match=r"groups 4 responses \(--group-size\); the request expects 8"):
+        call(group_size=8)
+    with pytest.raises(ValueError, match="the reward server grades, with its own options; drop url, run"):
+        call(group_size=4, url="http://elsewhere", run="other")
+
+    # Had a refused sample been parked, it would take the place of one of these in the group.
+    scored = {"responses": [s["response"] for s in group], "group_keys": ["task-a"] * 4,
+              "test_scores": [1.0 if "FIXED" in s["response"] else 0.0 for s in group], "group_size": 4}
+    answer = httpx.post(buffer_url, json=scored, timeout=60)
+    assert answer.status_code == 200, answer.text
+    patches = Trajectory.objects.filter(batch__name=f"{RUN}/step-0").values_list("patch", flat=True)
+    assert sorted(patches) == sorted(s["response"] for s in group)
+
+
+def test_the_reward_server_down_leaves_the_test_scores_at_once_and_says_so(tiny_model, tmp_path):
+    samples = step_samples()
+    out, log = run_grouped(samples, tmp_path=tmp_path, token="unused", tokenizer=tiny_model,
+                           buffer_url="http://127.0.0.1:9/get_reward")
+
+    assert out["scores"] == [1.0 if "FIXED" in s["response"] else 0.0 for s in samples]
+    assert max(out["seconds"]) < 5  # its bound is 60 + 1 + 60 + 30 s: a refused connection is not waited out
+    assert log.count("GAGAR reward server http://127.0.0.1:9/get_reward: no answer (ConnectError") == len(samples)

@@ -4,19 +4,24 @@
     .venv-verl/bin/python tests/trainers/verl_grouped_run.py job.json
 
 The job (JSON): `tokenizer`, a local tokenizer folder; `samples` as examples/verl_step.py
-takes them; `reward_kwargs`; and `batch_kwargs` to score the same step on the batch path too.
+takes them; `reward_kwargs`; `workers`, the indices of the samples each reward-loop worker
+scores (default: one worker, all of them); and `batch_kwargs` to score the same step on the
+batch path too.
 
 verl's `RewardLoopWorker` is built from verl's own reward config (`reward/reward.yaml`) with
 `reward.custom_reward_function` pointing at the grouped function, as a trainer's config
-does; no Ray: the worker is the plain class Ray would wrap. Each sample is scored by the
-worker's `compute_score` in a task of its own, gathered, as `compute_score_batch` does, and
-timed. Prints JSON: each sample's score and the seconds it took, and the batch path's scores.
+does; no Ray: the worker is the plain class Ray would wrap. Each worker runs in a thread
+with an event loop of its own, as each Ray actor has, so no two share parked calls. Each
+of its samples is scored by its `compute_score` in a task of its own, gathered, as
+`compute_score_batch` does, and timed from when the worker is built. Prints JSON: each
+sample's score and the seconds it took, and the batch path's scores.
 """
 
 import asyncio
 import json
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -32,8 +37,18 @@ from verl_step import step_data  # noqa: E402
 REWARD_CONFIG = Path(verl.__file__).parent / "trainer" / "config" / "reward" / "reward.yaml"
 
 
-async def grouped_scores(job: dict) -> tuple[list[float], list[float]]:
-    """Each sample's score from the reward loop, and the seconds from the start until it came."""
+def grouped_scores(job: dict) -> tuple[list[float], list[float]]:
+    """Each sample's score from the reward loop, and the seconds its worker waited for it."""
+    workers = job.get("workers", [list(range(len(job["samples"])))])
+    results = {}
+    with ThreadPoolExecutor(len(workers)) as pool:
+        for scored in pool.map(lambda indices: asyncio.run(worker_scores(job, indices)), workers):
+            results.update(scored)
+    return [results[i][0] for i in range(len(job["samples"]))], [results[i][1] for i in range(len(job["samples"]))]
+
+
+async def worker_scores(job: dict, indices: list[int]) -> dict[int, tuple[float, float]]:
+    """Sample index -> (score, seconds) for the samples one reward-loop worker scores."""
     reward = OmegaConf.load(REWARD_CONFIG)
     reward.num_workers = 1
     reward.custom_reward_function.path = "pkg://gagar_client.grouped"
@@ -49,8 +64,8 @@ async def grouped_scores(job: dict) -> tuple[list[float], list[float]]:
         result = await worker.compute_score(data[i:i + 1])
         return result["reward_score"], time.monotonic() - start
 
-    results = await asyncio.gather(*(asyncio.create_task(timed(i)) for i in range(len(data))))
-    return [score for score, _ in results], [seconds for _, seconds in results]
+    results = await asyncio.gather(*(asyncio.create_task(timed(i)) for i in indices))
+    return dict(zip(indices, results, strict=True))
 
 
 def batch_scores(job: dict) -> list[float]:
@@ -68,7 +83,7 @@ def batch_scores(job: dict) -> list[float]:
 def main(job_path: str) -> None:
     with open(job_path) as f:
         job = json.load(f)
-    scores, seconds = asyncio.run(grouped_scores(job))
+    scores, seconds = grouped_scores(job)
     out = {"scores": scores, "seconds": seconds}
     if "batch_kwargs" in job:
         out["batch_scores"] = batch_scores(job)
