@@ -13,18 +13,20 @@ a chunk of whole groups at a time (`advantage_chunks`).
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields
+from itertools import groupby
+from operator import itemgetter
 
 import numpy as np
 from django.conf import settings
 from django.db import connection
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.db.models.functions import Collate
 
 from grading.advantages import gagar_advantages
 from grading.rankings import FLAGS
 from grading.schedules import SCHEDULES, cap, describe_schedule
 from webapp.models import Batch, Group, Trajectory
-from webapp.rankings import FinalRanking, corrected_reward, final_rankings
+from webapp.rankings import FinalRanking, corrected_reward, final_rankings, pks_subquery
 
 ROW_FIELDS = (
     "group_id", "trajectory_id", "reward", "corrected_reward", "passed", "label", "grpo_advantage", "factor",
@@ -132,7 +134,7 @@ def advantage_rows(batch: Batch, config: AdvantageConfig | None = None) -> list[
 def group_advantage_rows(group: Group) -> list[dict]:
     """Rows of ROW_FIELDS for the trajectories of one group, under its batch's config."""
     config = AdvantageConfig.from_dict(group.batch.advantage_config)
-    rows = _trajectories(group.batch_id, group.group_id, group.group_id)
+    rows = _trajectories([(group.pk, group.group_id)])
     return _chunk(rows, {group.pk: group.group_id}, config).rows()
 
 
@@ -142,7 +144,7 @@ def ranking_advantage_rows(group: Group, ranking: FinalRanking | None, trajector
     `trajectories` (Trajectory objects of the group) saves the page a query."""
     config = AdvantageConfig.from_dict(group.batch.advantage_config)
     if trajectories is None:
-        rows = _trajectories(group.batch_id, group.group_id, group.group_id)
+        rows = _trajectories([(group.pk, group.group_id)])
     else:
         rows = sorted(((group.pk, t.trajectory_id, t.reward, t.passed) for t in trajectories), key=lambda t: t[1])
     rankings = {group.pk: ranking} if ranking is not None else {}
@@ -211,38 +213,55 @@ def advantage_chunks(batch: Batch, config: AdvantageConfig | None = None) -> Ite
     never straddles two chunks: its advantages depend on all its trajectories. Memory stays
     that of one chunk, however large the batch."""
     config = config or AdvantageConfig.from_dict(batch.advantage_config)
-    groups = Group.objects.filter(batch=batch).alias(key=_binary("group_id")).order_by("key")
     after = None
     while True:
-        page = list((groups if after is None else groups.filter(key__gt=after))
-                    .values_list("pk", "group_id")[:settings.GAGAR_EXPORT_CHUNK_GROUPS])
+        page = list(next_groups(batch, after, settings.GAGAR_EXPORT_CHUNK_GROUPS))
         if not page:
             return
-        yield _chunk(_trajectories(batch.pk, page[0][1], page[-1][1]), dict(page), config)
+        yield _chunk(_trajectories(page), dict(page), config)
         after = page[-1][1]
+
+
+def next_groups(batch: Batch, after: str | None, n: int) -> QuerySet:
+    """(pk, group id) of the first `n` groups of `batch` after group id `after` (None: from the
+    first), in code point order of group id: one page of the keyset an export reads."""
+    groups = Group.objects.filter(batch=batch).alias(key=_binary("group_id")).order_by("key")
+    if after is not None:
+        groups = groups.filter(key__gt=after)
+    return groups.values_list("pk", "group_id")[:n]
 
 
 def _binary(field: str):
     """`field` compared byte by byte: PostgreSQL's default collation may order text by
-    language; SQLite's is already binary. UTF-8 bytes sort as Python sorts the strings."""
+    language; SQLite's is already binary. UTF-8 bytes sort as Python sorts the strings.
+    On PostgreSQL an index on (batch, group id COLLATE "C") serves the keyset of groups."""
     return Collate(field, "C") if connection.vendor == "postgresql" else F(field)
 
 
-def _trajectories(batch_pk: int, first: str, last: str) -> list[tuple]:
-    """(group pk, trajectory id, reward, passed) of the trajectories of the batch's groups from
-    group id `first` to `last`, by group id, then trajectory id, both compared as `_binary` does.
+def _trajectories(page: list[tuple[int, str]]) -> list[tuple]:
+    """(group pk, trajectory id, reward, passed) of the trajectories of the groups in `page`,
+    (pk, group id) pairs in export order: in that order of groups, then by trajectory id
+    compared as `_binary` does.
 
     Plain SQL: a chunk's rows are most of an export's work, and the ORM's per-row
-    conversions and its list of a chunk's group pks took longer than the query."""
-    collate = ' COLLATE "C"' if connection.vendor == "postgresql" else ""
-    trajectory, group = (connection.ops.quote_name(m._meta.db_table) for m in (Trajectory, Group))
-    sql = (f"SELECT t.group_id, t.trajectory_id, t.reward, t.passed FROM {trajectory} t "
-           f"JOIN {group} g ON g.id = t.group_id WHERE g.batch_id = %s "
-           f"AND g.group_id{collate} >= %s AND g.group_id{collate} <= %s "
-           f"ORDER BY g.group_id{collate}, t.trajectory_id{collate}")
+    conversions took longer than the query. The pks are one parameter (`pks_subquery`). On
+    PostgreSQL, as an array for `= ANY`: its (group, trajectory id) index then gives the
+    rows in group order, sorted only within each group (with the cast: trajectory_id's
+    declared 512 characters make a sort look large enough to plan a scan of the whole table
+    instead). The groups are put in page order here."""
+    pks = [pk for pk, _ in page]
+    if connection.vendor == "postgresql":
+        where, params, order = "group_id = ANY(%s)", [pks], 'CAST(trajectory_id AS TEXT) COLLATE "C"'
+    else:
+        subquery = pks_subquery(pks)
+        where, params, order = f"group_id IN ({subquery.sql})", subquery.params, "trajectory_id"
+    table = connection.ops.quote_name(Trajectory._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [batch_pk, first, last])
-        return cursor.fetchall()
+        cursor.execute(f"SELECT group_id, trajectory_id, reward, passed FROM {table} "
+                       f"WHERE {where} ORDER BY group_id, {order}", params)
+        rows = cursor.fetchall()
+    by_group = {pk: list(rows) for pk, rows in groupby(rows, key=itemgetter(0))}
+    return [row for pk, _ in page for row in by_group.get(pk, ())]
 
 
 def _chunk(trajectories: list[tuple], group_ids: Mapping[int, str], config: AdvantageConfig,
@@ -261,7 +280,7 @@ def _chunk(trajectories: list[tuple], group_ids: Mapping[int, str], config: Adva
     rewards = np.fromiter((t[2] for t in trajectories), dtype=np.float64, count=n)
     passed = np.fromiter((t[3] for t in trajectories), dtype=bool, count=n)
     if rankings is None:
-        rankings = final_rankings(pks)
+        rankings = final_rankings(pks, lean=True)
     corrected, corrected_passed = _corrections(rankings, pks, bounds, trajectory_ids)
     overridden = ~np.isnan(corrected)
     passed[overridden] = corrected_passed[overridden]

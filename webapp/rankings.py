@@ -21,17 +21,20 @@ the blind-review rule hides and shows them with it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from django.db import connection
 from django.db.models import Exists, F, OuterRef, Q, Window
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import RowNumber
 
 from grading.rankings import ranks_from_tiers
 from webapp.models import Annotation, AnnotationPolicy, Grading, Group
 from webapp.roles import ANNOTATOR, RESEARCHER, has_role
 
-CHUNK = 5000  # ids per query: SQLite caps the number of bound parameters
+CHUNK = 5000  # ids per query, for queries that bind each: SQLite caps the number of bound parameters
 
 
 @dataclass(frozen=True)
@@ -74,18 +77,32 @@ def _flags(flags) -> dict[str, tuple[str, ...]]:
     return {tid: tuple(names) for tid, names in (flags or {}).items() if names}
 
 
-def grader_rankings(group_pks: Iterable[int]) -> dict[int, FinalRanking]:
-    """The latest finished grading's ranking of each group that has one, by group pk."""
+def pks_subquery(pks: list[int]) -> RawSQL:
+    """A subquery that gives `pks`, for an `__in` lookup, bound as one parameter (an array on
+    PostgreSQL, JSON on SQLite). Bound one by one, the ORM's preparation and psycopg's
+    quoting of thousands of pks took longer than the query; written into the SQL, each
+    chunk's query would be new text, and SQLite keeps the last 128 prepared."""
+    if connection.vendor == "postgresql":
+        return RawSQL("SELECT unnest(%s::bigint[])", (list(pks),))
+    return RawSQL("SELECT value FROM json_each(%s)", (json.dumps(list(pks)),))
+
+
+def grader_rankings(group_pks: Iterable[int], *, lean: bool = False) -> dict[int, FinalRanking]:
+    """The latest finished grading's ranking of each group that has one, by group pk. `lean`
+    leaves out the rationales and the confidence (empty, None): what a page shows, not what
+    advantages need, and most of a grading's bytes to read and decode."""
     pks = list(dict.fromkeys(group_pks))
+    columns = ["group_id", "pk", "tiers", "flags", "scores", "grader_version", "run__grader"]
+    if not lean:
+        columns += ["rationales", "confidence"]
     out: dict[int, FinalRanking] = {}
     for start in range(0, len(pks), CHUNK):
-        rows = (Grading.objects.filter(group_id__in=pks[start:start + CHUNK], status=Grading.Status.DONE)
-                .order_by("group_id", "-finished_at", "-pk")
-                .values_list("group_id", "pk", "tiers", "flags", "scores", "grader_version", "rationales",
-                             "confidence", "run__grader"))
-        for group_pk, pk, tiers, flags, scores, version, rationales, confidence, grader in rows:
+        rows = (Grading.objects.filter(group_id__in=pks_subquery(pks[start:start + CHUNK]), status=Grading.Status.DONE)
+                .order_by("group_id", "-finished_at", "-pk").values_list(*columns))
+        for group_pk, pk, tiers, flags, scores, version, grader, *shown in rows:
             if group_pk in out:
                 continue
+            rationales, confidence = shown or ({}, None)
             out[group_pk] = FinalRanking(
                 tiers=tuple(tuple(tier) for tier in tiers or ()),
                 flags=_flags(flags),
@@ -108,7 +125,7 @@ def chain_heads(group_pks: Iterable[int], *, user=None) -> list[Annotation]:
     out = []
     for start in range(0, len(pks), CHUNK):
         out.extend(
-            Annotation.objects.filter(chains, group_id__in=pks[start:start + CHUNK])
+            Annotation.objects.filter(chains, group_id__in=pks_subquery(pks[start:start + CHUNK]))
             .annotate(head=Window(RowNumber(), partition_by=[F("group_id"), F("independent")],
                                   order_by=F("version").desc()))
             .filter(head=1).select_related("user")
@@ -140,14 +157,17 @@ def decide(grader: FinalRanking | None, final_head: Annotation | None) -> FinalR
     return human or grader
 
 
-def final_rankings(group_pks: Iterable[int]) -> dict[int, FinalRanking]:
-    """The final ranking of each group in `group_pks` that has one, by group pk."""
+def final_rankings(group_pks: Iterable[int], *, lean: bool = False) -> dict[int, FinalRanking]:
+    """The final ranking of each group in `group_pks` that has one, by group pk. `lean`: the
+    grader's rankings without rationales or confidence (`grader_rankings`), for exports."""
     pks = list(dict.fromkeys(group_pks))
-    out = grader_rankings(pks)
-    for head in chain_heads(pks):
-        human = human_ranking(head)
-        if human is not None:
-            out[head.group_id] = human
+    graders = grader_rankings(pks, lean=lean)
+    heads = {head.group_id: head for head in chain_heads(pks)}
+    out = {}
+    for pk in pks:
+        final = decide(graders.get(pk), heads.get(pk))
+        if final is not None:
+            out[pk] = final
     return out
 
 

@@ -10,8 +10,10 @@ size: rows are read a chunk of whole groups at a time and written a row group
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,7 +89,7 @@ def write_counted(batch: Batch, path: Path, *, format: str, config: AdvantageCon
     if format not in FORMATS:
         raise ValueError(f"format: must be one of {', '.join(FORMATS)}, not {format!r}")
     written = Written()
-    with open(path, "wb") as out:
+    with open(path, "wb") as out, _collecting_new_objects_only():
         if format == "jsonl":
             for chunk in _counted(batch, config, written, on_progress):
                 out.write(_jsonl(batch.name, chunk))
@@ -98,6 +100,19 @@ def write_counted(batch: Batch, path: Path, *, format: str, config: AdvantageCon
                     row_groups.write(_table(batch.name, chunk))
                 row_groups.flush()
     return written
+
+
+@contextmanager
+def _collecting_new_objects_only():
+    """Keep the cyclic garbage collector's passes to the objects made from here on. An
+    export makes a tuple per row read, and each full pass also went over every object the
+    process already held (Django, numpy, pyarrow): a sixth of the export's time. Reference
+    counting frees each chunk as before, and cycles among new objects are still collected."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _counted(batch: Batch, config: AdvantageConfig, written: Written,

@@ -2,6 +2,7 @@
 
 import json
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -9,14 +10,22 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 import pytest
 from django.core.management import call_command
+from django.db import connection
 
 from tests.factories import group, write_jsonl
 from tests.webapp.annotationdata import grade, review_batch, save
 from tests.webapp.exports.data import EXPECTED
-from webapp.advantages import AdvantageConfig, advantage_config_update, advantage_rows, parse_advantage_config
+from webapp.advantages import (
+    AdvantageConfig,
+    advantage_config_update,
+    advantage_rows,
+    next_groups,
+    parse_advantage_config,
+)
 from webapp.exports import advantages as export_advantages
 from webapp.exports.advantages import COLUMNS, SCHEMA, advantage_jsonl_lines, write_advantages, writer_version
 from webapp.models import Batch, Group
+from webapp.rankings import final_rankings
 
 pytestmark = pytest.mark.django_db
 
@@ -190,3 +199,27 @@ def test_an_unknown_format_is_refused_before_anything_is_written(ranked_batch, t
     with pytest.raises(ValueError, match="format: must be one of parquet, jsonl, not 'csv'"):
         export(ranked_batch, tmp_path / "a.csv", "csv")
     assert not (tmp_path / "a.csv").exists()
+
+
+def test_the_export_reads_final_rankings_by_the_pages_rule_without_grader_rationales(ranked_batch):
+    pks = list(Group.objects.filter(batch=ranked_batch).values_list("pk", flat=True))
+    full, lean = final_rankings(pks), final_rankings(pks, lean=True)
+    assert {f.source for f in full.values()} == {"human", "grader"}
+    assert any(f.rationales for f in full.values() if f.source == "grader")
+    assert lean == {pk: replace(f, rationales={}, confidence=None) if f.source == "grader" else f
+                    for pk, f in full.items()}
+
+
+def test_an_index_serves_the_keyset_of_groups_in_code_point_order(ranked_batch):
+    sql, params = next_groups(ranked_batch, "task-1", 2).query.sql_with_params()
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL enable_seqscan = off")  # a test's few rows would not need the index
+            cursor.execute("EXPLAIN " + sql, params)
+            plan = "\n".join(row[0] for row in cursor.fetchall())
+            assert "webapp_group_batch_code_point" in plan and "Sort" not in plan
+        else:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            plan = "\n".join(row[-1] for row in cursor.fetchall())
+            assert "INDEX" in plan and "(batch_id=? AND group_id>?)" in plan and "TEMP B-TREE" not in plan
+    assert [group_id for _, group_id in next_groups(ranked_batch, "task-1", 2)] == ["task-2", "task-3"]
