@@ -38,7 +38,7 @@ def responses_item(item: dict, where: str, fields: Fields) -> dict | None:
     if kind == "function_call_output":
         call_id = fields.text("call_id", within=item, prefix=f"{where}.")
         output = item.get("output")
-        return {"role": "tool", "content": output if isinstance(output, (str, list)) else _text(output),
+        return {"role": "tool", "content": output if isinstance(output, (str, list)) else text_of(output),
                 "tool_call_id": call_id}
     if kind == "message":
         return chat_message(item, where, fields)
@@ -56,13 +56,14 @@ def _response_turn(output: list, where: str, fields: Fields) -> dict:
             content = item.get("content")
             parts += [p for p in content if isinstance(p, dict)] if isinstance(content, list) else []
         elif item.get("type") == "function_call":
-            calls.append({"id": _text(item.get("call_id") or item.get("id")), "type": "function",
-                          "function": {"name": _text(item.get("name")), "arguments": _text(item.get("arguments"))}})
+            calls.append({"id": text_of(item.get("call_id") or item.get("id")), "type": "function",
+                          "function": {"name": text_of(item.get("name")), "arguments": text_of(item.get("arguments"))}})
     turn = {"role": "assistant", "content": parts}
     if calls:
         turn["tool_calls"] = calls
     return turn
 
 
-def _text(value) -> str:
+def text_of(value) -> str:
+    """`value` as text: itself when a string, "" for null, else its str()."""
     return value if isinstance(value, str) else "" if value is None else str(value)

@@ -36,6 +36,7 @@ from pathlib import Path
 import orjson
 
 from grading.formats import ImportNotes, Inputs, Record
+from grading.formats.chat import text_of
 from grading.formats.files import Fields, json_items, task_from_instance
 from grading.formats.reports import load_verdicts, reward_of
 from grading.jsonl import ErrorLog, json_kind
@@ -145,9 +146,9 @@ def _messages(history: list, fields: Fields) -> list[dict]:
 
 def _action(event: dict) -> dict:
     args = event.get("args") if isinstance(event.get("args"), dict) else {}
-    said = _text(event.get("message") or args.get("content") or args.get("thought"))
+    said = text_of(event.get("message") or args.get("content") or args.get("thought"))
     if event["action"] == "system":  # 0.3x: the system prompt, its tools in args
-        return {"role": "system", "content": _text(args.get("content"))}
+        return {"role": "system", "content": text_of(args.get("content"))}
     if event["action"] == "message":
         return {"role": "user" if event.get("source") == "user" else "assistant", "content": said}
     arguments = orjson.dumps(args, default=str).decode()
@@ -157,7 +158,7 @@ def _action(event: dict) -> dict:
 
 
 def _observation(event: dict) -> dict:
-    observation = {"role": "tool", "content": _text(event.get("content"))}
+    observation = {"role": "tool", "content": text_of(event.get("content"))}
     if event.get("cause") is not None:
         observation["tool_call_id"] = str(event["cause"])
     return observation
@@ -171,25 +172,25 @@ def _sdk_event(event: dict) -> dict | None:
     if kind == "MessageEvent":
         message = event.get("llm_message") if isinstance(event.get("llm_message"), dict) else {}
         role = message.get("role") or ("user" if event.get("source") == "user" else "assistant")
-        return {"role": _text(role), "content": _parts(message.get("content"))}
+        return {"role": text_of(role), "content": _parts(message.get("content"))}
     if kind == "ActionEvent":
         call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
         arguments = call.get("arguments")
         if not isinstance(arguments, str):
             arguments = orjson.dumps(event.get("action"), default=str).decode()
         return {"role": "assistant", "content": _parts(event.get("thought")), "tool_calls": [
-            {"id": _text(event.get("tool_call_id")), "type": "function",
-             "function": {"name": _text(event.get("tool_name")), "arguments": arguments}}]}
+            {"id": text_of(event.get("tool_call_id")), "type": "function",
+             "function": {"name": text_of(event.get("tool_name")), "arguments": arguments}}]}
     if kind == "ObservationEvent":
         observation = event.get("observation")
         content = _parts(observation.get("content") if isinstance(observation, dict) else observation)
     elif kind == "AgentErrorEvent":
-        content = _text(event.get("error"))
+        content = text_of(event.get("error"))
     elif kind == "UserRejectObservation":
-        content = "Action rejected: " + _text(event.get("rejection_reason"))
+        content = "Action rejected: " + text_of(event.get("rejection_reason"))
     else:
         return None
-    return {"role": "tool", "content": content, "tool_call_id": _text(event.get("tool_call_id"))}
+    return {"role": "tool", "content": content, "tool_call_id": text_of(event.get("tool_call_id"))}
 
 
 def _parts(value) -> str | list:
@@ -202,6 +203,3 @@ def _parts(value) -> str | list:
         return [part for part in value if isinstance(part, dict)]
     return ""
 
-
-def _text(value) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)
