@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from webapp.rankings import UNRESTRICTED
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -120,7 +122,7 @@ def export(name: str, path: Path) -> int:
 
     batch = Batch.objects.get(name=name)
     config = AdvantageConfig.from_dict(batch.advantage_config)
-    return write_advantages(batch, path, format="parquet", config=config)
+    return write_advantages(batch, path, viewer=UNRESTRICTED, format="parquet", config=config)
 
 
 def write_from_memory(table, path: Path) -> None:

@@ -26,7 +26,7 @@ from grading.advantages import gagar_advantages
 from grading.rankings import FLAGS
 from grading.schedules import SCHEDULES, cap, describe_schedule
 from webapp.models import Batch, Group, Trajectory
-from webapp.rankings import FinalRanking, corrected_reward, final_rankings, pks_subquery
+from webapp.rankings import FinalRanking, Viewer, corrected_reward, final_rankings, pks_subquery
 
 ROW_FIELDS = (
     "group_id", "trajectory_id", "reward", "corrected_reward", "passed", "label", "grpo_advantage", "factor",
@@ -126,16 +126,10 @@ def advantage_config_update(*, batch: Batch, **given) -> AdvantageConfig:
     return config
 
 
-def advantage_rows(batch: Batch, config: AdvantageConfig | None = None) -> list[dict]:
-    """Rows of ROW_FIELDS for every trajectory of `batch`."""
-    return [row for chunk in advantage_chunks(batch, config) for row in chunk.rows()]
-
-
-def group_advantage_rows(group: Group) -> list[dict]:
-    """Rows of ROW_FIELDS for the trajectories of one group, under its batch's config."""
-    config = AdvantageConfig.from_dict(group.batch.advantage_config)
-    rows = _trajectories([(group.pk, group.group_id)])
-    return _chunk(rows, {group.pk: group.group_id}, config).rows()
+def advantage_rows(batch: Batch, *, viewer: Viewer, config: AdvantageConfig | None = None) -> list[dict]:
+    """Rows of ROW_FIELDS for every trajectory of `batch`; RankingsHidden unless `viewer` may
+    see every group's ranking (`advantage_chunks`)."""
+    return [row for chunk in advantage_chunks(batch, viewer=viewer, config=config) for row in chunk.rows()]
 
 
 def ranking_advantage_rows(group: Group, ranking: FinalRanking | None, trajectories=None) -> list[dict]:
@@ -147,8 +141,7 @@ def ranking_advantage_rows(group: Group, ranking: FinalRanking | None, trajector
         rows = _trajectories([(group.pk, group.group_id)])
     else:
         rows = sorted(((group.pk, t.trajectory_id, t.reward, t.passed) for t in trajectories), key=lambda t: t[1])
-    rankings = {group.pk: ranking} if ranking is not None else {}
-    return _chunk(rows, {group.pk: group.group_id}, config, rankings).rows()
+    return _chunk(rows, {group.pk: group.group_id}, config, {group.pk: ranking} if ranking is not None else {}).rows()
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,18 +200,23 @@ class AdvantageChunk:
         return out
 
 
-def advantage_chunks(batch: Batch, config: AdvantageConfig | None = None) -> Iterator[AdvantageChunk]:
+def advantage_chunks(batch: Batch, *, viewer: Viewer, config: AdvantageConfig | None = None
+                     ) -> Iterator[AdvantageChunk]:
     """The advantages of every trajectory of `batch`, GAGAR_EXPORT_CHUNK_GROUPS groups at a time, in
     code point order of (group id, trajectory id) whatever the database's collation. A group
     never straddles two chunks: its advantages depend on all its trajectories. Memory stays
-    that of one chunk, however large the batch."""
+    that of one chunk, however large the batch.
+
+    Advantages carry every ranking's order and flags, so RankingsHidden (before any row) unless
+    `viewer` may see the rankings of all of the batch's groups."""
+    viewer.require_whole(batch)
     config = config or AdvantageConfig.from_dict(batch.advantage_config)
     after = None
     while True:
         page = list(next_groups(batch, after, settings.GAGAR_EXPORT_CHUNK_GROUPS))
         if not page:
             return
-        yield _chunk(_trajectories(page), dict(page), config)
+        yield _chunk(_trajectories(page), dict(page), config, final_rankings(dict(page), viewer=viewer, lean=True))
         after = page[-1][1]
 
 
@@ -265,9 +263,9 @@ def _trajectories(page: list[tuple[int, str]]) -> list[tuple]:
 
 
 def _chunk(trajectories: list[tuple], group_ids: Mapping[int, str], config: AdvantageConfig,
-           rankings: Mapping[int, FinalRanking] | None = None) -> AdvantageChunk:
+           rankings: Mapping[int, FinalRanking]) -> AdvantageChunk:
     """`trajectories`: (group pk, trajectory id, reward, passed), each group's together;
-    `group_ids`: group id by pk. `rankings` replaces the final rankings when given."""
+    `group_ids`: group id by pk; `rankings`: the ranking of each group that has one, by pk."""
     n = len(trajectories)
     group_pks = np.fromiter((t[0] for t in trajectories), dtype=np.int64, count=n)
     new_group = np.ones(n, dtype=bool)
@@ -279,8 +277,6 @@ def _chunk(trajectories: list[tuple], group_ids: Mapping[int, str], config: Adva
     trajectory_ids = [t[1] for t in trajectories]
     rewards = np.fromiter((t[2] for t in trajectories), dtype=np.float64, count=n)
     passed = np.fromiter((t[3] for t in trajectories), dtype=bool, count=n)
-    if rankings is None:
-        rankings = final_rankings(pks, lean=True)
     corrected, corrected_passed = _corrections(rankings, pks, bounds, trajectory_ids)
     overridden = ~np.isnan(corrected)
     passed[overridden] = corrected_passed[overridden]
@@ -390,10 +386,9 @@ class Histogram:
     n: int
 
 
-def advantage_histogram(batch: Batch, *, bins: int = 16, rows: list[dict] | None = None) -> Histogram:
-    """Distribution of the advantages of the mixed groups' trajectories, before and after
-    redistribution (the other groups' advantages are all zero)."""
-    rows = advantage_rows(batch) if rows is None else rows
+def advantage_histogram(rows: list[dict], *, bins: int = 16) -> Histogram:
+    """Distribution of the advantages of the mixed groups' trajectories (`rows` of ROW_FIELDS),
+    before and after redistribution (the other groups' advantages are all zero)."""
     mixed = [r for r in rows if r["label"] == "mixed"]
     if not mixed:
         return Histogram(edges=[], before=[], after=[], n=0)

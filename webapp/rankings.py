@@ -9,8 +9,11 @@ holds).
 
 Blind review and k-way overlap hide the grader's verdict and other people's
 rankings from an annotator until they rank the group themselves. That rule
-lives here, in `visible_ranking`, and every page, fragment and download that
-shows a group's ranking asks it; listings of many groups ask `listing_hidden`.
+lives here, in `Viewer.hidden`, and holds by construction: every read that
+carries the grader's verdict or people's rankings (`grader_rankings`,
+`final_rankings`, `visible_ranking`, `visible_history`, and the reads built on
+them: advantages, triage columns, exports, the API) takes the viewer and
+applies the rule inside; the unfiltered reads are private to this module.
 
 A human ranking may override test verdicts (`FinalRanking.verdicts`): it then
 ranks the trajectories that pass after the correction, and the group's
@@ -31,7 +34,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import RowNumber
 
 from grading.rankings import ranks_from_tiers
-from webapp.models import Annotation, AnnotationPolicy, Grading, Group
+from webapp.models import Annotation, AnnotationPolicy, Batch, Grading, Group
 from webapp.roles import ANNOTATOR, RESEARCHER, has_role
 
 CHUNK = 5000  # ids per query, for queries that bind each: SQLite caps the number of bound parameters
@@ -87,11 +90,17 @@ def pks_subquery(pks: list[int]) -> RawSQL:
     return RawSQL("SELECT value FROM json_each(%s)", (json.dumps(list(pks)),))
 
 
-def grader_rankings(group_pks: Iterable[int], *, lean: bool = False) -> dict[int, FinalRanking]:
-    """The latest finished grading's ranking of each group that has one, by group pk. `lean`
-    leaves out the rationales and the confidence (empty, None): what a page shows, not what
-    advantages need, and most of a grading's bytes to read and decode."""
+def grader_rankings(group_pks: Iterable[int], *, viewer: Viewer, lean: bool = False) -> dict[int, FinalRanking]:
+    """The latest finished grading's ranking of each group that has one and whose grader
+    `viewer` may see, by group pk. `lean` leaves out the rationales and the confidence (empty,
+    None): what advantages need, and most of a grading's bytes to read and decode."""
     pks = list(dict.fromkeys(group_pks))
+    hidden = viewer.hidden_groups(pks)
+    return {pk: ranking for pk, ranking in _grader_rankings(pks, lean=lean).items()
+            if not hidden.get(pk, NOTHING_HIDDEN).grader}
+
+
+def _grader_rankings(pks: list[int], *, lean: bool = False) -> dict[int, FinalRanking]:
     columns = ["group_id", "pk", "tiers", "flags", "scores", "grader_version", "run__grader"]
     if not lean:
         columns += ["rationales", "confidence"]
@@ -157,15 +166,16 @@ def decide(grader: FinalRanking | None, final_head: Annotation | None) -> FinalR
     return human or grader
 
 
-def final_rankings(group_pks: Iterable[int], *, lean: bool = False) -> dict[int, FinalRanking]:
-    """The final ranking of each group in `group_pks` that has one, by group pk. `lean`: the
-    grader's rankings without rationales or confidence (`grader_rankings`), for exports."""
+def final_rankings(group_pks: Iterable[int], *, viewer: Viewer, lean: bool = False) -> dict[int, FinalRanking]:
+    """The final ranking of each group in `group_pks` that has one and that `viewer` may see,
+    by group pk. `lean`: the grader's rankings without rationales or confidence, for exports."""
     pks = list(dict.fromkeys(group_pks))
-    graders = grader_rankings(pks, lean=lean)
+    hidden = viewer.hidden_groups(pks)
+    graders = _grader_rankings(pks, lean=lean)
     heads = {head.group_id: head for head in chain_heads(pks)}
     out = {}
     for pk in pks:
-        final = decide(graders.get(pk), heads.get(pk))
+        final = shown(decide(graders.get(pk), heads.get(pk)), hidden.get(pk, NOTHING_HIDDEN))
         if final is not None:
             out[pk] = final
     return out
@@ -189,53 +199,143 @@ def review_condition(state: str) -> Q:
 
 
 @dataclass(frozen=True)
+class Hidden:
+    """What the visibility rule hides from one viewer on one group (or on a listing)."""
+
+    grader: bool  # blind review: the grader's verdict, until the viewer ranks the group
+    others: bool  # k-way overlap: other people's rankings, until the viewer ranks the group
+
+    def __bool__(self) -> bool:
+        return self.grader or self.others
+
+
+NOTHING_HIDDEN = Hidden(grader=False, others=False)
+
+
+class RankingsHidden(Exception):
+    """A read of a whole batch's grader-derived figures (advantages, flags, factors) by a viewer
+    from whom the visibility rule hides some of them; the message says why."""
+
+
+class Viewer:
+    """Whom a read is for. Every read that carries the grader's verdict (ranks, flags,
+    rationales, scores, confidence, factors, advantages) or people's rankings takes a viewer
+    and applies the one visibility rule inside (`hidden`), so a page cannot forget to ask.
+
+    `Viewer(user)` reads as that user may see. `UNRESTRICTED` reads everything: for writers
+    that store derived data (triage summaries, audit figures), for files and commands whose
+    readers are gated by role (exports: researchers; the command line: the operator). Pages
+    and the API never use it (tests/webapp/test_architecture.py holds them to that)."""
+
+    def __init__(self, user):
+        self.user = user
+        self._policies: dict[int, AnnotationPolicy] = {}
+
+    def __repr__(self) -> str:
+        return "Viewer(UNRESTRICTED)" if self.user is None else f"Viewer({self.user.get_username()!r})"
+
+    def policy(self, batch) -> AnnotationPolicy:
+        if batch.pk not in self._policies:
+            self._policies[batch.pk] = AnnotationPolicy.of(batch)
+        return self._policies[batch.pk]
+
+    def hidden(self, batch, *, ranked: bool) -> Hidden:
+        """What is hidden from this viewer on a group of `batch` they have (`ranked`) or have not
+        ranked: an annotator who is not a researcher sees neither the grader (blind review) nor
+        other people's rankings (k-way overlap) until they rank the group."""
+        if self.user is None:
+            return NOTHING_HIDDEN
+        policy = self.policy(batch)
+        blind_to = not ranked and has_role(self.user, ANNOTATOR) and not has_role(self.user, RESEARCHER)
+        return Hidden(grader=blind_to and policy.blind, others=blind_to and policy.independent)
+
+    def on_listing(self, batch) -> Hidden:
+        """What is hidden on a listing of `batch`'s groups or on figures over all of them. A
+        listing filters and sorts across groups, so the rule holds for all of them alike, as for
+        groups the viewer has not ranked: ordering or filtering by a value shown only on the
+        groups they ranked would still tell the others' values apart."""
+        return self.hidden(batch, ranked=False)
+
+    def require_whole(self, batch) -> None:
+        """RankingsHidden unless the viewer may see every group's rankings in `batch`."""
+        if self.on_listing(batch):
+            raise RankingsHidden(f"the rankings of batch {batch.name} are hidden from you until you rank its "
+                                 "groups (blind review or k-way overlap)")
+
+    def hidden_groups(self, group_pks: list[int]) -> dict[int, Hidden]:
+        """What is hidden on each of `group_pks` that hides anything, by group pk."""
+        if self.user is None or not group_pks:
+            return {}
+        out = {}
+        by_batch: dict[int, list[int]] = {}
+        for pk, batch_pk in Group.objects.filter(pk__in=pks_subquery(group_pks)).values_list("pk", "batch_id"):
+            by_batch.setdefault(batch_pk, []).append(pk)
+        for batch in Batch.objects.filter(pk__in=by_batch).select_related("annotation_policy"):
+            if not self.on_listing(batch):
+                continue
+            pks = by_batch[batch.pk]
+            ranked = set(Annotation.objects.filter(group_id__in=pks_subquery(pks), user=self.user,
+                                                   kind=Annotation.Kind.RANKING).values_list("group_id", flat=True))
+            out.update((pk, self.hidden(batch, ranked=pk in ranked)) for pk in pks)
+        return {pk: hidden for pk, hidden in out.items() if hidden}
+
+
+UNRESTRICTED = Viewer(None)
+
+
+def shown(final: FinalRanking | None, hidden: Hidden) -> FinalRanking | None:
+    """`final` unless the rule hides its source from the viewer: a hidden human ranking is not
+    replaced by the grader's, which it overrode."""
+    if final is None or {"grader": hidden.grader, "human": hidden.others}[final.source]:
+        return None
+    return final
+
+
+@dataclass(frozen=True)
 class VisibleRanking:
     """What of a group's rankings one user may see now. `grader` and `final` are None
     when there is none or it is hidden; `final_head` is None when hidden."""
 
     policy: AnnotationPolicy
-    hide_grader: bool  # blind review: the grader's verdict, until the user ranks the group
-    hide_others: bool  # k-way overlap: other people's rankings, until the user ranks the group
+    hidden: Hidden
     grader: FinalRanking | None
     final: FinalRanking | None
     final_head: Annotation | None  # the final chain's latest row
     own_head: Annotation | None  # the user's own chain's latest row (k-way overlap)
 
-    def shows(self, annotation: Annotation, user) -> bool:
-        """Whether `user` may see `annotation`, one version of the group's history."""
-        return not self.hide_others or annotation.user_id == user.pk
+    @property
+    def hide_grader(self) -> bool:
+        return self.hidden.grader
+
+    @property
+    def hide_others(self) -> bool:
+        return self.hidden.others
 
 
-def _hidden(user, policy: AnnotationPolicy, ranked: bool) -> tuple[bool, bool]:
-    """(hide the grader, hide other people's rankings) from `user` under `policy`."""
-    blind_to = not ranked and has_role(user, ANNOTATOR) and not has_role(user, RESEARCHER)
-    return blind_to and policy.blind, blind_to and policy.independent
-
-
-def listing_hidden(user, batch) -> tuple[bool, bool]:
-    """(hide the grader, hide other people's rankings) from `user` on a listing of `batch`'s
-    groups. A listing filters and sorts across groups, so the rule holds for all of them
-    alike, as for groups `user` has not ranked: ordering or filtering by a value shown only
-    on the groups they ranked would still tell the others' values apart."""
-    return _hidden(user, AnnotationPolicy.of(batch), ranked=False)
-
-
-def visible_ranking(user, group: Group, *, ranked: bool | None = None) -> VisibleRanking:
-    """The rankings of `group` as `user` may see them. `ranked`: whether `user` has saved a
+def visible_ranking(viewer: Viewer, group: Group, *, ranked: bool | None = None) -> VisibleRanking:
+    """The rankings of `group` as `viewer` may see them. `ranked`: whether the viewer has saved a
     ranking of `group` (the group page's query already knows); looked up when None."""
-    policy = AnnotationPolicy.of(group.batch)
-    if ranked is None:
-        ranked = Annotation.objects.filter(group=group, user=user, kind=Annotation.Kind.RANKING).exists()
-    hide_grader, hide_others = _hidden(user, policy, ranked)
-    grader = grader_rankings([group.pk]).get(group.pk)
-    heads = chain_heads([group.pk], user=user)
+    hidden = viewer.hidden(group.batch, ranked=_ranked(viewer, group) if ranked is None else ranked)
+    grader = _grader_rankings([group.pk]).get(group.pk)
+    heads = chain_heads([group.pk], user=viewer.user)
     final_head = next((h for h in heads if not h.independent), None)
     own_head = next((h for h in heads if h.independent), None)
-    final = decide(grader, final_head)
-    if final is not None and {"grader": hide_grader, "human": hide_others}[final.source]:
-        final = None
     return VisibleRanking(
-        policy=policy, hide_grader=hide_grader, hide_others=hide_others,
-        grader=None if hide_grader else grader, final=final,
-        final_head=None if hide_others else final_head, own_head=own_head,
+        policy=viewer.policy(group.batch), hidden=hidden,
+        grader=None if hidden.grader else grader, final=shown(decide(grader, final_head), hidden),
+        final_head=None if hidden.others else final_head, own_head=own_head,
     )
+
+
+def visible_history(viewer: Viewer, group: Group, *, ranked: bool | None = None) -> list[Annotation]:
+    """The versions of `group`'s ranking history the viewer may see, newest first: under k-way
+    overlap only their own until they rank the group."""
+    versions = Annotation.objects.filter(group=group).select_related("user").order_by("-version")
+    if viewer.hidden(group.batch, ranked=_ranked(viewer, group) if ranked is None else ranked).others:
+        versions = versions.filter(user=viewer.user)
+    return list(versions)
+
+
+def _ranked(viewer: Viewer, group: Group) -> bool:
+    return viewer.user is not None and Annotation.objects.filter(
+        group=group, user=viewer.user, kind=Annotation.Kind.RANKING).exists()

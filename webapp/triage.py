@@ -20,8 +20,9 @@ or acceptance saved, a queue lease taken or released.
 Flag lists are stored as ",a,b," text, so `__contains=",edits_tests,"` filters
 them exactly on SQLite and PostgreSQL alike.
 
-Who may see which column is `triage_columns`: it asks webapp.rankings, where the
-blind-review and k-way overlap rule lives.
+Who may see which column is `triage_columns`: it asks the viewer (webapp.rankings),
+where the blind-review and k-way overlap rule lives; the listing's selector blanks
+the rest (`blank_hidden`) before a template sees a row.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from django.db import transaction
 from grading.agreement import kendall_tau
 from grading.rankings import FLAGS
 from webapp.models import Annotation, Group, Lease
-from webapp.rankings import CHUNK, grader_rankings, listing_hidden
+from webapp.rankings import CHUNK, UNRESTRICTED, Viewer, grader_rankings
 
 UNREVIEWED, QUEUED, REVIEWED, DISPUTED = "unreviewed", "queued", "reviewed", "disputed"
 # Exactly one holds for each group, the first that applies from the bottom up.
@@ -51,17 +52,34 @@ GRADER_COLUMNS = frozenset({"grader_top", "grader_confidence"})
 OTHERS_COLUMNS = frozenset({"review_state"})
 BOTH_COLUMNS = frozenset({"any_flags", "agreement"})
 COLUMNS = GRADER_COLUMNS | OTHERS_COLUMNS | BOTH_COLUMNS
+# The Group fields each column is read from, and the value a viewer who may not see it gets.
+COLUMN_FIELDS = {
+    "grader_top": {"grader_top": None, "grader_top_flags": ""},
+    "grader_confidence": {"grading_confidence": None},
+    "any_flags": {"any_flags": ""},
+    "agreement": {"agreement": None, "human_disagrees": None},
+    "review_state": {"review_state": ""},
+}
 
 
-def triage_columns(user, batch) -> frozenset[str]:
-    """The triage columns `user` may see, filter and sort by on `batch`'s page."""
-    hide_grader, hide_others = listing_hidden(user, batch)
+def triage_columns(viewer: Viewer, batch) -> frozenset[str]:
+    """The triage columns `viewer` may see, filter and sort by on `batch`'s page."""
+    hidden_from = viewer.on_listing(batch)
     hidden = set()
-    if hide_grader:
+    if hidden_from.grader:
         hidden |= GRADER_COLUMNS | BOTH_COLUMNS
-    if hide_others:
+    if hidden_from.others:
         hidden |= OTHERS_COLUMNS | BOTH_COLUMNS
     return COLUMNS - hidden
+
+
+def blank_hidden(groups, columns: frozenset[str]) -> None:
+    """Overwrite, on each of `groups` (Group rows of one listing), the fields of the triage
+    columns not in `columns`: what a template cannot read, it cannot show."""
+    blanks = {name: value for column in COLUMNS - columns for name, value in COLUMN_FIELDS[column].items()}
+    for group in groups:
+        for name, value in blanks.items():
+            setattr(group, name, value)
 
 
 def flag_text(names: Iterable[str]) -> str:
@@ -129,7 +147,7 @@ def triage_refresh(group_pks: Iterable[int]) -> None:
 
 
 def _refresh(pks: list[int]) -> None:
-    graders = grader_rankings(pks)
+    graders = grader_rankings(pks, viewer=UNRESTRICTED)  # stored; the listing hides it (triage_columns)
     latest: dict[tuple[int, int], tuple] = {}
     rows = (Annotation.objects.filter(group_id__in=pks, kind=Annotation.Kind.RANKING).order_by("version")
             .values_list("group_id", "user_id", "tiers", "flags"))

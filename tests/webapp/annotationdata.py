@@ -3,8 +3,10 @@
 from django.utils import timezone
 
 from tests.webapp.reviewdata import import_batch, records
+from webapp.advantages import advantage_rows
 from webapp.annotation.services import ranking_save
 from webapp.models import AnnotationPolicy, Grading, GradingRun, Group, Trajectory
+from webapp.rankings import UNRESTRICTED
 
 # task-N groups from reviewdata.records: t1..t5 pass, t6 fails
 PASSING = ("t1", "t2", "t3", "t4", "t5")
@@ -47,3 +49,9 @@ def set_policy(batch, **fields):
 
 def pk_of(group: Group, tid: str) -> int:
     return Trajectory.objects.get(group=group, trajectory_id=tid).pk
+
+
+def group_rows(group: Group) -> dict[str, dict]:
+    """The advantage rows of `group`'s trajectories under its batch's config, by trajectory id."""
+    return {r["trajectory_id"]: r for r in advantage_rows(group.batch, viewer=UNRESTRICTED)
+            if r["group_id"] == group.group_id}

@@ -5,17 +5,17 @@ import json
 import pytest
 from django.core.management import call_command
 
+from tests.webapp.annotationdata import group_rows
 from webapp.advantages import (
     advantage_config_update,
     advantage_histogram,
     advantage_rows,
-    group_advantage_rows,
     parse_advantage_config,
 )
 from webapp.grading.services import grading_launch
 from webapp.grading.worker import gradings_process
 from webapp.models import Group
-from webapp.rankings import final_rankings
+from webapp.rankings import UNRESTRICTED, final_rankings
 
 pytestmark = pytest.mark.django_db
 
@@ -33,25 +33,25 @@ def rows_by_id(rows, group_id):
 
 
 def test_ungraded_groups_keep_their_grpo_advantages(sample_batch):
-    rows = advantage_rows(sample_batch)
+    rows = advantage_rows(sample_batch, viewer=UNRESTRICTED)
     assert {r["source"] for r in rows} == {"none"}
     assert all(r["advantage"] == r["grpo_advantage"] and r["rank"] is None for r in rows)
 
 
 def test_final_rankings_are_the_latest_done_grading_per_group(graded, monkeypatch):
     mixed = list(Group.objects.filter(batch=graded, label="mixed").values_list("pk", flat=True))
-    first = final_rankings(mixed)
+    first = final_rankings(mixed, viewer=UNRESTRICTED)
     assert set(first) == set(mixed)
     run = grading_launch(batch=graded, grader="heuristic", regrade=True).run
     gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
-    latest = final_rankings(mixed)
+    latest = final_rankings(mixed, viewer=UNRESTRICTED)
     assert {r.grading_id for r in latest.values()} == set(run.gradings.values_list("pk", flat=True))
     assert all(r.source == "grader" and r.grader_version.startswith("heuristic-1-") for r in latest.values())
 
 
 def test_a_graded_group_shows_rank_factor_and_redistributed_advantage(graded):
     group = Group.objects.get(batch=graded, group_id="invoicekit-001")
-    rows = {r["trajectory_id"]: r for r in group_advantage_rows(group)}
+    rows = group_rows(group)
     clean, refactor, failing = rows["r1"], rows["r3"], rows["r6"]
     assert (clean["rank"], clean["source"]) == (1, "grader")
     assert clean["grader_version"].startswith("heuristic-1-")
@@ -61,7 +61,7 @@ def test_a_graded_group_shows_rank_factor_and_redistributed_advantage(graded):
     passing = [r for r in rows.values() if r["passed"]]
     assert sum(r["advantage"] for r in passing) == pytest.approx(sum(r["grpo_advantage"] for r in passing))
     assert "out_of_scope_changes" in refactor["flags"]
-    ranking = final_rankings([group.pk])[group.pk]
+    ranking = final_rankings([group.pk], viewer=UNRESTRICTED)[group.pk]
     assert "× the lines of the leanest fix" in ranking.rationales["r3"]
     assert ranking.scores["r1"] > ranking.scores["r3"] and isinstance(ranking.scores["r3"], float)
 
@@ -72,7 +72,7 @@ def test_a_new_batch_caps_the_flags_it_names_at_zero(graded):
     assert graded.advantage_config["w_flag"] == 0.0
     assert graded.advantage_config == parse_advantage_config(
         {"schedule": "linear", "params": {"w_min": 0.2}}).as_dict()
-    rows = rows_by_id(advantage_rows(graded), "invoicekit-006")
+    rows = rows_by_id(advantage_rows(graded, viewer=UNRESTRICTED), "invoicekit-006")
     hack = next(r for r in rows.values() if "reward_hacking" in r["flags"])
     assert (hack["factor"], hack["advantage"]) == (0.0, 0.0) and hack["grpo_advantage"] > 0
     passing = [r for r in rows.values() if r["passed"]]
@@ -83,25 +83,25 @@ def test_a_batch_that_kept_an_older_config_without_a_cap_caps_nothing(graded):
     graded.advantage_config = {"schedule": "linear", "params": {"w_min": 0.2}, "norm_by_std": True,
                                "unbiased_std": True}
     graded.save()
-    rows = rows_by_id(advantage_rows(graded), "invoicekit-006")
+    rows = rows_by_id(advantage_rows(graded, viewer=UNRESTRICTED), "invoicekit-006")
     hack = next(r for r in rows.values() if "reward_hacking" in r["flags"])
     assert hack["factor"] > 0 and hack["advantage"] > 0
 
 
 def test_w_flag_caps_the_factor_of_flagged_trajectories(graded):
     advantage_config_update(batch=graded, schedule="linear", params={"w_min": 0.5}, w_flag=None)
-    before = rows_by_id(advantage_rows(graded), "invoicekit-006")
+    before = rows_by_id(advantage_rows(graded, viewer=UNRESTRICTED), "invoicekit-006")
     hack = next(t for t, r in before.items() if "reward_hacking" in r["flags"])
     advantage_config_update(batch=graded, schedule="linear", params={"w_min": 0.5}, w_flag=0.05,
                             flag_names=["reward_hacking"])
-    after = rows_by_id(advantage_rows(graded), "invoicekit-006")
+    after = rows_by_id(advantage_rows(graded, viewer=UNRESTRICTED), "invoicekit-006")
     assert after[hack]["factor"] == 0.05
     assert after[hack]["advantage"] < before[hack]["advantage"]
 
 
 def test_the_scores_schedule_uses_the_graders_scores(graded):
     advantage_config_update(batch=graded, schedule="scores", params={"temperature": 1.0})
-    rows = rows_by_id(advantage_rows(graded), "invoicekit-001")
+    rows = rows_by_id(advantage_rows(graded, viewer=UNRESTRICTED), "invoicekit-001")
     assert rows["r1"]["factor"] == pytest.approx(1.0, abs=0.05)
     assert 0 < rows["r3"]["factor"] < 0.1  # exp(-penalty)
 
@@ -117,8 +117,9 @@ def test_an_invalid_config_is_refused_and_nothing_is_kept(graded):
 
 
 def test_the_histogram_counts_mixed_trajectories_before_and_after(graded):
-    histogram = advantage_histogram(graded, bins=8)
-    mixed = [r for r in advantage_rows(graded) if r["label"] == "mixed"]
+    rows = advantage_rows(graded, viewer=UNRESTRICTED)
+    histogram = advantage_histogram(rows, bins=8)
+    mixed = [r for r in rows if r["label"] == "mixed"]
     assert sum(histogram.before) == sum(histogram.after) == histogram.n == len(mixed)
     assert len(histogram.edges) == 9
     assert histogram.before != histogram.after

@@ -56,7 +56,7 @@ class RankingPage:
     def load(cls, user, group: Group, trajectories, *, submitted=None, error: str = "") -> RankingPage:
         """`group` comes from review.selectors.group_for_page (policy, lease and the user's
         ranking annotated); `submitted` is a refused RankingInput to show again."""
-        seen = rankings.visible_ranking(user, group, ranked=group.my_version is not None)
+        seen = rankings.visible_ranking(rankings.Viewer(user), group, ranked=group.my_version is not None)
         page = cls(
             group=group, seen=seen, can_edit=may_annotate(user),
             advantages={r["trajectory_id"]: r for r in ranking_advantage_rows(group, seen.final, trajectories)},

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from grading.agreement import Estimate, kendall_tau, summarise
 from webapp.models import Annotation, AnnotationPolicy, Batch, Grading, Group, Lease
-from webapp.rankings import grader_rankings, review_condition
+from webapp.rankings import Viewer, grader_rankings, review_condition
 
 # The sample draws id -> (id * multiplier + offset(seed)) mod a prime: it spreads ids evenly
 # over [0, modulus), the seed shifts the whole draw, and any database computes it.
@@ -103,8 +103,11 @@ class BatchReview:
     between_annotators: Estimate  # tau over pairs of people who ranked the same group
 
 
-def batch_review(batch: Batch) -> BatchReview:
+def batch_review(batch: Batch, *, viewer: Viewer) -> BatchReview:
+    """The batch's review progress; agreement with the grader and between annotators only
+    where `viewer` may see the grader and other people's rankings of every group."""
     policy = AnnotationPolicy.of(batch)
+    hidden = viewer.on_listing(batch)
     rows = (Annotation.objects.filter(group__batch=batch, kind=Annotation.Kind.RANKING)
             .order_by("version").values_list("group_id", "group__label", "user__username", "tiers"))
     latest: dict[tuple[int, str], list] = {}
@@ -113,7 +116,7 @@ def batch_review(batch: Batch) -> BatchReview:
         latest[(group_pk, username)] = tiers
         if label == Group.Label.MIXED:
             mixed_groups.add(group_pk)
-    graders = grader_rankings({group_pk for group_pk, _ in latest})
+    graders = {} if hidden.grader else grader_rankings({group_pk for group_pk, _ in latest}, viewer=viewer)
     by_user: dict[str, list] = {}
     by_group: dict[int, list] = {}
     for (group_pk, username), tiers in latest.items():
@@ -123,7 +126,8 @@ def batch_review(batch: Batch) -> BatchReview:
     for username, group_pks in sorted(by_user.items(), key=lambda item: (-len(item[1]), item[0])):
         pairs = [(latest[(g, username)], graders[g].tiers) for g in group_pks if g in graders]
         annotators.append(AnnotatorProgress(username, len(group_pks), summarise(pairs).kendall_tau))
-    between = [kendall_tau(a, b) for rankings in by_group.values() for a, b in combinations(rankings, 2)]
+    between = [] if hidden.others else [
+        kendall_tau(a, b) for rankings in by_group.values() for a, b in combinations(rankings, 2)]
     between = [t for t in between if t is not None]
     return BatchReview(
         mixed=Group.objects.filter(batch=batch, label=Group.Label.MIXED).count(),

@@ -35,6 +35,7 @@ from webapp.annotation.services import (
     ranking_save,
 )
 from webapp.models import Annotation, AnnotationPolicy, Batch, Group, Trajectory
+from webapp.rankings import Viewer, visible_history
 from webapp.review.selectors import group_for_page
 from webapp.review.views import render_group_page
 from webapp.roles import RESEARCHER, annotator_required, has_role, may_annotate, reader_required, role_required
@@ -110,9 +111,8 @@ def ranking_preview(request, pk):
 def ranking_history(request, pk):
     group = group_for_page(pk, request.user)
     page = RankingPage.load(request.user, group, [])
-    versions = list(Annotation.objects.filter(group=group).select_related("user").order_by("-version"))
-    final_row = next((v for v in versions if not v.independent), None)
-    versions = [v for v in versions if page.seen.shows(v, request.user)]
+    versions = visible_history(Viewer(request.user), group, ranked=group.my_version is not None)
+    final_row = page.final_head
     grader = page.grader
     for v in versions:
         v.lines = view.tier_lines(v.tiers)
@@ -266,7 +266,8 @@ def annotation_policy(request, pk):
 def _panel(request, batch, *, form=None, notice="", status=200):
     policy = AnnotationPolicy.of(batch)
     context = {
-        "batch": batch, "policy": policy, "criteria": _criteria_labels(policy), "review": batch_review(batch),
+        "batch": batch, "policy": policy, "criteria": _criteria_labels(policy),
+        "review": batch_review(batch, viewer=Viewer(request.user)),
         "form": form or PolicyForm(instance=policy), "can_write": has_role(request.user, RESEARCHER),
         "can_annotate": may_annotate(request.user), "notice": notice,
     }

@@ -25,6 +25,7 @@ from webapp.exports import services as exports
 from webapp.exports.advantages import advantage_jsonl_lines, write_advantages
 from webapp.exports.selectors import export_file as export_file_path
 from webapp.models import Batch, Export
+from webapp.rankings import RankingsHidden, Viewer
 
 
 class Api(NinjaAPI):
@@ -93,6 +94,11 @@ def not_found(request, error: Http404):
 @api.exception_handler(services.InputError)
 def input_error(request, error: services.InputError):
     return api.create_response(request, {"errors": error.errors}, status=400)
+
+
+@api.exception_handler(RankingsHidden)
+def rankings_hidden(request, error: RankingsHidden):
+    return api.create_response(request, {"errors": [str(error)]}, status=403)
 
 
 def _batch(batch_id: int) -> Batch:
@@ -166,7 +172,7 @@ def batch_import_files(request, query: Query[schemas.ImportFilesQuery], paths: F
 def batch_status(request, batch_id: int):
     """Groups by label, trajectories, and grading progress: gradings per state and the latest runs."""
     require(request, READER)
-    return selectors.batch_status(_batch(batch_id))
+    return selectors.batch_status(_batch(batch_id), viewer=Viewer(request.user))
 
 
 @api.post("/batches/{batch_id}/gradings", response={202: schemas.LaunchOut, **ERRORS}, tags=["grading"])
@@ -193,17 +199,18 @@ def advantages(request, batch_id: int, query: Query[schemas.AdvantagesQuery]):
     require(request, EXPORTER)
     batch = _batch(batch_id)
     if not selectors.wait_until(lambda: not selectors.grading_active(batch), seconds=query.wait):
-        return Status(202, selectors.batch_status(batch))
+        return Status(202, selectors.batch_status(batch, viewer=Viewer(request.user)))
     config = AdvantageConfig.from_dict(batch.advantage_config)
     filename = f"advantages-{batch.pk}.{query.format}"
     if query.format == "jsonl":
-        response = StreamingHttpResponse(advantage_jsonl_lines(batch, config), content_type=JSONL)
+        response = StreamingHttpResponse(advantage_jsonl_lines(batch, viewer=Viewer(request.user), config=config),
+                                         content_type=JSONL)
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response
     folder = scratch_folder()
     try:
         path = folder / filename
-        write_advantages(batch, path, format="parquet", config=config)
+        write_advantages(batch, path, viewer=Viewer(request.user), format="parquet", config=config)
         # Open, then remove: the open file stays readable until the response has sent it.
         data = path.open("rb")
     finally:
@@ -270,4 +277,4 @@ def step_rewards(request, batch_id: int, query: Query[schemas.WaitQuery]):
     require(request, GRADER)
     batch = _batch(batch_id)
     selectors.wait_until(lambda: not selectors.grading_active(batch), seconds=query.wait)
-    return selectors.step_result(batch)
+    return selectors.step_result(batch, viewer=Viewer(request.user))

@@ -12,6 +12,7 @@ from webapp.advantages import MISSING_SCORES, RANKING_MISMATCH, AdvantageConfig,
 from webapp.batches.selectors import label_counts
 from webapp.grading.selectors import batch_grading_status, graded_share
 from webapp.models import ApiToken, Batch, Export, Grading, Group
+from webapp.rankings import Viewer
 
 ACTIVE = (Grading.Status.QUEUED, Grading.Status.RUNNING)
 # Polling the database while a request waits: an online step is graded in a fraction of a
@@ -55,8 +56,9 @@ def wait_until(done: Callable[[], bool], *, seconds: float) -> bool:
     return True
 
 
-def batch_status(batch: Batch) -> dict:
-    runs = batch_grading_status(batch)
+def batch_status(batch: Batch, *, viewer: Viewer) -> dict:
+    """The batch's counts and grading runs, as the grading panel shows them to `viewer`."""
+    runs = batch_grading_status(batch, viewer=viewer)
     gradings = dict.fromkeys(Grading.Status.values, 0)
     gradings.update(Grading.objects.filter(run__batch=batch).order_by().values_list("status")
                     .annotate(n=Count("id")))
@@ -68,7 +70,7 @@ def batch_status(batch: Batch) -> dict:
         **graded_share(batch),
         "gradings": gradings,
         "grading_active": bool(gradings[Grading.Status.QUEUED] or gradings[Grading.Status.RUNNING]),
-        "runs": [{"id": r.run.pk, "grader": r.run.grader, "grader_version": r.run.grader_version,
+        "runs": [{"id": r.run.pk, "grader": r.run.grader, "grader_version": r.grader_version,
                   "created_at": r.run.created_at, "state": r.state, "cancelled_at": r.run.cancelled_at,
                   "cancelled_by": r.run.cancelled_by.get_username() if r.run.cancelled_by else None,
                   "counts": r.counts,
@@ -78,14 +80,14 @@ def batch_status(batch: Batch) -> dict:
     }
 
 
-def step_result(batch: Batch) -> dict:
+def step_result(batch: Batch, *, viewer: Viewer) -> dict:
     """Every trajectory's reward for the trainer under the batch's config, and each group's
     state: graded (a grader's or a human's ranking applies), pending (a grading of it is
     queued or running: what `grading_active` waits for), failed (with the reason), cancelled
     (its grading's run was cancelled before it was graded), or not_mixed (nothing to rank).
     The rows are the advantages export's (`advantage_rows`), `corrected_reward` included."""
     config = AdvantageConfig.from_dict(batch.advantage_config)
-    rows = advantage_rows(batch, config)
+    rows = advantage_rows(batch, viewer=viewer, config=config)
     active: set[str] = set()
     finished: dict[str, tuple[str, str]] = {}  # group id -> (status, error) of its latest finished grading
     for group_id, status, error in (Grading.objects.filter(run__batch=batch).order_by("group__group_id", "-pk")

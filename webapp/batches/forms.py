@@ -4,7 +4,7 @@ from django import forms
 
 from grading.formats import FORMATS
 from grading.rankings import FLAGS
-from webapp.batches.selectors import DEFAULT_SORT, SORTS, GroupFilter
+from webapp.batches.selectors import DEFAULT_SORT, FIELD_COLUMNS, SORT_COLUMNS, SORTS, GroupFilter
 from webapp.batches.services import BATCH_NAME_MAX_CHARS, batch_name_problem
 from webapp.models import Group
 from webapp.rankings import REVIEW_STATES
@@ -21,17 +21,6 @@ SORT_LABELS = {
     "-agreement": "human–grader agreement, highest first",
 }
 
-# The triage column each triage filter and sort reads (webapp.triage.triage_columns says who sees which).
-FIELD_COLUMNS = {
-    "top_flag": "grader_top",
-    "conf_min": "grader_confidence",
-    "conf_max": "grader_confidence",
-    "any_flag": "any_flags",
-    "agreement": "agreement",
-    "state": "review_state",
-}
-SORT_COLUMNS = {"confidence": "grader_confidence", "-confidence": "grader_confidence",
-                "agreement": "agreement", "-agreement": "agreement"}
 HIDDEN = "hidden from you in this batch (blind review or k-way overlap): not applied"
 
 PERCENT = "a pass rate is a percentage from 0 to 100"

@@ -13,14 +13,14 @@ from __future__ import annotations
 import base64
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.core.cache import cache
 from django.db.models import Count, Exists, OuterRef, Q
 
 from webapp.models import Annotation, Batch, Grading, Group
-from webapp.rankings import REVIEW_STATES, review_condition
-from webapp.triage import flag_names
+from webapp.rankings import REVIEW_STATES, Viewer, review_condition
+from webapp.triage import blank_hidden, flag_names, triage_columns
 
 PAGE_SIZE = 50
 COUNT_LIMIT = 1000  # a filtered count stops here ("1000+"): counting 100,000 matches is a scan
@@ -42,6 +42,19 @@ NULLABLE = {"grading_confidence", "agreement"}
 LISTING_FIELDS = ("id", "batch_id", "group_id", "task_id", "repo", "label", "n_trajectories", "n_passed",
                   "pass_rate", "grader_top", "grader_top_flags", "any_flags", "grading_confidence", "agreement",
                   "human_disagrees", "review_state")
+
+
+# The triage column each triage filter and sort reads (webapp.triage.triage_columns says who sees which).
+FIELD_COLUMNS = {
+    "top_flag": "grader_top",
+    "conf_min": "grader_confidence",
+    "conf_max": "grader_confidence",
+    "any_flag": "any_flags",
+    "agreement": "agreement",
+    "state": "review_state",
+}
+SORT_COLUMNS = {"confidence": "grader_confidence", "-confidence": "grader_confidence",
+                "agreement": "agreement", "-agreement": "agreement"}
 
 
 def graded_condition() -> Q:
@@ -92,6 +105,15 @@ class GroupFilter:
         if self.state:
             qs = qs.filter(review_state=self.state)
         return qs
+
+    def within(self, columns: frozenset[str]) -> GroupFilter:
+        """This filter without what reads a triage column not in `columns`: filtering or
+        sorting by hidden data would reveal it."""
+        cleared = {name: GroupFilter.__dataclass_fields__[name].default
+                   for name, column in FIELD_COLUMNS.items() if column not in columns}
+        if SORT_COLUMNS.get(self.sort, "") not in columns | {""}:
+            cleared["sort"] = DEFAULT_SORT
+        return replace(self, **cleared)
 
     @property
     def is_filtered(self) -> bool:
@@ -201,6 +223,7 @@ def _backward(qs, column: str, descending: bool, cursor, limit: int) -> list:
 @dataclass
 class GroupPage:
     groups: list
+    columns: frozenset[str]  # the triage columns the viewer may see (webapp.triage.triage_columns)
     total: int
     total_is_lower_bound: bool = False
     next_cursor: str | None = None
@@ -208,8 +231,12 @@ class GroupPage:
     label_counts: dict = field(default_factory=dict)
 
 
-def group_page(batch: Batch, flt: GroupFilter, *, after: str = "", before: str = "",
+def group_page(batch: Batch, flt: GroupFilter, *, viewer: Viewer, after: str = "", before: str = "",
                size: int = PAGE_SIZE) -> GroupPage:
+    """One page of `batch`'s groups under `flt`, as `viewer` may see them: the triage columns
+    hidden from them neither filter, sort nor show (`GroupPage.columns`)."""
+    columns = triage_columns(viewer, batch)
+    flt = flt.within(columns)
     column, descending = SORTS.get(flt.sort, SORTS[DEFAULT_SORT])
     base = flt.apply(Group.objects.filter(batch=batch))
     qs = base.only(*LISTING_FIELDS)
@@ -222,13 +249,15 @@ def group_page(batch: Batch, flt: GroupFilter, *, after: str = "", before: str =
         rows = _forward(qs, column, descending, cursor, size + 1)
         has_prev, has_next = cursor is not None, len(rows) > size
         rows = rows[:size]
+    blank_hidden(rows, columns)
     for g in rows:
         g.top_flag_names, g.any_flag_names = flag_names(g.grader_top_flags), flag_names(g.any_flags)
     if flt.is_filtered:
         total = base.order_by()[:COUNT_LIMIT + 1].count()
-        page = GroupPage(groups=rows, total=min(total, COUNT_LIMIT), total_is_lower_bound=total > COUNT_LIMIT)
+        page = GroupPage(groups=rows, columns=columns, total=min(total, COUNT_LIMIT),
+                         total_is_lower_bound=total > COUNT_LIMIT)
     else:
-        page = GroupPage(groups=rows, total=batch.n_groups)
+        page = GroupPage(groups=rows, columns=columns, total=batch.n_groups)
     if rows and has_next:
         page.next_cursor = encode_cursor(getattr(rows[-1], column), rows[-1].pk)
     if rows and has_prev:
@@ -236,8 +265,10 @@ def group_page(batch: Batch, flt: GroupFilter, *, after: str = "", before: str =
     return page
 
 
-def neighbours(group: Group, flt: GroupFilter) -> tuple[int | None, int | None]:
-    """Primary keys of the groups before and after `group` in the batch under `flt`."""
+def neighbours(group: Group, flt: GroupFilter, *, viewer: Viewer) -> tuple[int | None, int | None]:
+    """Primary keys of the groups before and after `group` in the batch under `flt`, as
+    `viewer` may filter and sort it (`group_page`)."""
+    flt = flt.within(triage_columns(viewer, group.batch))
     column, descending = SORTS.get(flt.sort, SORTS[DEFAULT_SORT])
     base = flt.apply(Group.objects.filter(batch_id=group.batch_id)).only("id", column)
     cursor = (getattr(group, column), group.pk)

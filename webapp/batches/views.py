@@ -11,6 +11,7 @@ from webapp.batches import selectors
 from webapp.batches.forms import SORT_LABELS, GroupFilterForm, ImportForm
 from webapp.batches.uploads import ImportFailed, UploadTooLarge, batch_import_uploaded, import_summary, limit_upload
 from webapp.models import Batch
+from webapp.rankings import Viewer
 from webapp.roles import RESEARCHER, has_role, may_annotate, may_export, reader_required, role_required
 from webapp.triage import REVIEW_STATES, triage_columns
 
@@ -69,10 +70,10 @@ def _import_files(request):
 @vary_on_headers("HX-Request")
 def batch(request, pk):
     batch = get_object_or_404(Batch.objects.select_related("created_by", "annotation_policy"), pk=pk)
-    columns = triage_columns(request.user, batch)
-    form = GroupFilterForm(request.GET, columns=columns)
+    viewer = Viewer(request.user)
+    form = GroupFilterForm(request.GET, columns=triage_columns(viewer, batch))
     flt = form.to_filter()
-    page = selectors.group_page(batch, flt, after=request.GET.get("after", ""),
+    page = selectors.group_page(batch, flt, viewer=viewer, after=request.GET.get("after", ""),
                                 before=request.GET.get("before", ""))
     params = flt.params()
     sort_column = selectors.SORTS[flt.sort][0]
@@ -88,7 +89,7 @@ def batch(request, pk):
                        for name in ("group", "pass_rate", "confidence", "agreement")},
         "sort_column": sort_column,
         "nulls_last": sort_column in selectors.NULLABLE,
-        "columns": columns,
+        "columns": page.columns,
         "review_states": REVIEW_STATES,
         "sort_label": SORT_LABELS[flt.sort],
         "can_annotate": may_annotate(request.user),

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from webapp.advantages import AdvantageChunk, AdvantageConfig, advantage_chunks
 from webapp.models import Batch
+from webapp.rankings import Viewer
 
 SCHEMA = pa.schema([
     pa.field("batch", pa.string(), nullable=False),
@@ -76,27 +77,29 @@ class Written:
         self.rows += len(chunk)
 
 
-def write_advantages(batch: Batch, path: Path, *, format: str, config: AdvantageConfig,
+def write_advantages(batch: Batch, path: Path, *, viewer: Viewer, format: str, config: AdvantageConfig,
                      on_progress: Progress | None = None) -> int:
     """Write the advantages of `batch` under `config` to `path` as `format` ("parquet" or
     "jsonl"); `on_progress(rows written, rows in all)` after each chunk. Returns the row count."""
-    return write_counted(batch, path, format=format, config=config, on_progress=on_progress).rows
+    return write_counted(batch, path, viewer=viewer, format=format, config=config, on_progress=on_progress).rows
 
 
-def write_counted(batch: Batch, path: Path, *, format: str, config: AdvantageConfig,
+def write_counted(batch: Batch, path: Path, *, viewer: Viewer, format: str, config: AdvantageConfig,
                   on_progress: Progress | None = None) -> Written:
-    """`write_advantages`, returning the counts a manifest reports as well."""
+    """`write_advantages`, returning the counts a manifest reports as well. RankingsHidden,
+    before the file is opened, unless `viewer` may see every ranking of `batch`."""
+    viewer.require_whole(batch)
     if format not in FORMATS:
         raise ValueError(f"format: must be one of {', '.join(FORMATS)}, not {format!r}")
     written = Written()
     with open(path, "wb") as out, _collecting_new_objects_only():
         if format == "jsonl":
-            for chunk in _counted(batch, config, written, on_progress):
+            for chunk in _counted(batch, viewer, config, written, on_progress):
                 out.write(_jsonl(batch.name, chunk))
         else:
             with pq.ParquetWriter(out, SCHEMA, **PARQUET_OPTIONS) as writer:
                 row_groups = _RowGroups(writer)
-                for chunk in _counted(batch, config, written, on_progress):
+                for chunk in _counted(batch, viewer, config, written, on_progress):
                     row_groups.write(_table(batch.name, chunk))
                 row_groups.flush()
     return written
@@ -115,21 +118,22 @@ def _collecting_new_objects_only():
         gc.unfreeze()
 
 
-def _counted(batch: Batch, config: AdvantageConfig, written: Written,
+def _counted(batch: Batch, viewer: Viewer, config: AdvantageConfig, written: Written,
              on_progress: Progress | None) -> Iterator[AdvantageChunk]:
     """The chunks of `batch`, each counted (and progress told) once the caller has written it."""
-    for chunk in advantage_chunks(batch, config):
+    for chunk in advantage_chunks(batch, viewer=viewer, config=config):
         yield chunk
         written.add(chunk)
         if on_progress:
             on_progress(written.rows, batch.n_trajectories)
 
 
-def advantage_jsonl_lines(batch: Batch, config: AdvantageConfig) -> Iterator[bytes]:
+def advantage_jsonl_lines(batch: Batch, *, viewer: Viewer, config: AdvantageConfig) -> Iterator[bytes]:
     """The JSON Lines export of `batch`, a block of whole lines per chunk of groups: the same
-    bytes as `write_advantages(format="jsonl")`, for a streaming response."""
-    for chunk in advantage_chunks(batch, config):
-        yield _jsonl(batch.name, chunk)
+    bytes as `write_advantages(format="jsonl")`, for a streaming response. RankingsHidden at
+    once (not mid-stream) unless `viewer` may see every ranking of `batch`."""
+    viewer.require_whole(batch)
+    return (_jsonl(batch.name, chunk) for chunk in advantage_chunks(batch, viewer=viewer, config=config))
 
 
 def _jsonl(batch: str, chunk: AdvantageChunk) -> bytes:

@@ -36,6 +36,7 @@ from webapp.exports.selectors import exports_root
 from webapp.jobs import CPU, EXPORT_TASK, app
 from webapp.leases import lease_expiry, lease_renewed
 from webapp.models import Batch, Export
+from webapp.rankings import UNRESTRICTED, Viewer
 from webapp.roles import may_export
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ def export_build(export_id: int) -> None:
         with lease_renewed(lambda: mine, f"export-lease-{token[:8]}"):
             files = export_files(batch=export.batch, kind=export.kind, format=export.format, config=export.config,
                                  folder=work, export_id=export.pk, created_by=export.created_by,
-                                 on_progress=progress)
+                                 viewer=_viewer(export), on_progress=progress)
         _finish(export, token, work, files)
     except ClaimLost:
         log.warning("export %s: claim lost while building; its result is dropped", export_id)
@@ -160,12 +161,19 @@ def _finish(export: Export, token: str, work: Path, files: list[dict]) -> None:
         mine.update(status=DONE, folder=final.name, files=files, error="", finished_at=timezone.now())
 
 
+def _viewer(export: Export) -> Viewer:
+    """Whom an export's rankings are read for: the researcher who launched it (`may_export`),
+    or the operator's view once that account is gone."""
+    return Viewer(export.created_by) if export.created_by is not None else UNRESTRICTED
+
+
 def _message(error: Exception) -> str:
     return f"{type(error).__name__}: {error}"[:ERROR_CHARS]
 
 
 def export_files(*, batch: Batch, kind: str, format: str, config: dict, folder: Path, export_id: int | None,
-                 created_by, on_progress: Progress | None = None, data_name: str | None = None) -> list[dict]:
+                 created_by, viewer: Viewer, on_progress: Progress | None = None,
+                 data_name: str | None = None) -> list[dict]:
     """Write an export's files into `folder` (made here, must not exist) and its manifest last;
     return [{name, bytes, sha256}] of each, the manifest last. The worker and the `export`
     command both build through here. `data_name` renames the advantages data file."""
@@ -173,8 +181,8 @@ def export_files(*, batch: Batch, kind: str, format: str, config: dict, folder: 
     manifest = {"export_id": export_id, "kind": kind, "batch": batch.name, "format": format, "config": config}
     if kind == ADVANTAGES:
         name = data_name or DATA_FILE[format]
-        written = write_counted(batch, folder / name, format=format, config=AdvantageConfig.from_dict(config),
-                                on_progress=on_progress)
+        written = write_counted(batch, folder / name, viewer=viewer, format=format,
+                                config=AdvantageConfig.from_dict(config), on_progress=on_progress)
         manifest.update(
             rows=written.rows,
             columns=[{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in SCHEMA],
@@ -186,7 +194,7 @@ def export_files(*, batch: Batch, kind: str, format: str, config: dict, folder: 
     else:
         from webapp.exports.sft import write_sft  # the SFT export's own module
 
-        manifest["summary"] = write_sft(batch, folder, options=config, on_progress=on_progress)
+        manifest["summary"] = write_sft(batch, folder, viewer=viewer, options=config, on_progress=on_progress)
     files = [_described(path) for path in sorted(folder.iterdir())]
     manifest.update(
         files=files,

@@ -52,7 +52,7 @@ from grading.workspace import PROMPT_VERSION
 from webapp.exports.sft_datasheet import datasheet
 from webapp.models import Annotation, Batch, Grading, Group, Trajectory
 from webapp.rankings import CHUNK as QUERY_CHUNK
-from webapp.rankings import FinalRanking, chain_heads, decide, grader_rankings
+from webapp.rankings import FinalRanking, Viewer, chain_heads, decide, grader_rankings
 
 OPTIONS = {"seed": 0, "validation_share": 0.1, "near_duplicate_threshold": 1.0}
 SIDES = (TRAIN, VALIDATION)
@@ -127,11 +127,12 @@ class _Tally:
     with_grader: list[tuple] = field(default_factory=list)  # (verified tiers, grader tiers)
 
 
-def write_sft(batch: Batch, folder: Path, *, options: dict,
+def write_sft(batch: Batch, folder: Path, *, viewer: Viewer, options: dict,
               on_progress: Callable[[int, int], None] | None = None) -> dict:
     """Write the SFT files of `batch` into `folder` (which exists and is empty); return the
     summary. ValueError when the batch has no group a human ranked, or none of those can
-    be exported (the message says why)."""
+    be exported (the message says why); RankingsHidden unless `viewer` may see every ranking."""
+    viewer.require_whole(batch)
     options = parse_sft_options(options)
     final_chain = Annotation.objects.filter(group=OuterRef("pk"), independent=False)
     reviewed = list(Group.objects.filter(Exists(final_chain), batch=batch).values_list("pk", "group_id", "task_id"))
@@ -139,7 +140,7 @@ def write_sft(batch: Batch, folder: Path, *, options: dict,
         raise ValueError(f"batch {batch.name!r} has no group whose ranking a human made or confirmed: rank "
                          "groups on their group page or through the annotation queue, then export again")
     tally = _Tally()
-    verified = _verified(reviewed, tally)
+    verified = _verified(reviewed, tally, viewer)
     total, done = len(reviewed), len(reviewed) - len(verified)
     if on_progress:
         on_progress(done, total)
@@ -168,11 +169,11 @@ def write_sft(batch: Batch, folder: Path, *, options: dict,
     return summary
 
 
-def _verified(reviewed: list[tuple[int, str, str]], tally: _Tally) -> list[_Verified]:
+def _verified(reviewed: list[tuple[int, str, str]], tally: _Tally, viewer: Viewer) -> list[_Verified]:
     """The verified ranking of each (pk, group id, task id) whose final chain has a row, in
     (task, group id) order; the others are tallied as excluded."""
     pks = [pk for pk, _, _ in reviewed]
-    graders = grader_rankings(pks)
+    graders = grader_rankings(pks, viewer=viewer)
     heads = {head.group_id: head for head in chain_heads(pks)}
     grading_pks = [g.grading_id for g in graders.values()]
     finished = {}

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.db.models import Count
 
 from webapp.models import Batch, Grading, GradingRun, Group
+from webapp.rankings import Viewer
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = (Grading.Status.QUEUED, Grading.Status.RUNNING, Grading.Status.DONE,
                                             Grading.Status.FAILED, Grading.Status.CANCELLED)
@@ -18,7 +19,8 @@ QUEUED, RUNNING, DONE, FAILED, CANCELLED = (Grading.Status.QUEUED, Grading.Statu
 class RunStatus:
     run: GradingRun
     counts: dict[str, int]
-    failures: list[dict]
+    failures: list[dict]  # empty for a viewer from whom the grader is hidden: errors quote its output
+    grader_version: str  # "" for such a viewer
 
     @property
     def total(self) -> int:
@@ -56,9 +58,11 @@ class RunStatus:
         return out
 
 
-def batch_grading_status(batch: Batch, *, runs: int = 5, failures: int = 50) -> list[RunStatus]:
+def batch_grading_status(batch: Batch, *, viewer: Viewer, runs: int = 5, failures: int = 50) -> list[RunStatus]:
     """The latest `runs` grading runs of `batch`, newest first, with counts per status and
-    up to `failures` failed groups each."""
+    up to `failures` failed groups each. A viewer from whom the batch's grader is hidden gets
+    the progress only: no grader version, no errors."""
+    hidden = viewer.on_listing(batch).grader
     latest = list(GradingRun.objects.filter(batch=batch).select_related("created_by", "cancelled_by")
                   .order_by("-created_at", "-pk")[:runs])
     counts = {run.pk: dict.fromkeys(Grading.Status.values, 0) for run in latest}
@@ -67,9 +71,10 @@ def batch_grading_status(batch: Batch, *, runs: int = 5, failures: int = 50) -> 
         counts[run_pk][status] = n
     out = []
     for run in latest:
-        failed = list(Grading.objects.filter(run=run, status=FAILED).order_by("group__group_id")
-                      .values("pk", "group_id", "group__group_id", "error", "attempts")[:failures])
-        out.append(RunStatus(run=run, counts=counts[run.pk], failures=failed))
+        failed = [] if hidden else list(Grading.objects.filter(run=run, status=FAILED).order_by("group__group_id")
+                                        .values("pk", "group_id", "group__group_id", "error", "attempts")[:failures])
+        out.append(RunStatus(run=run, counts=counts[run.pk], failures=failed,
+                             grader_version="" if hidden else run.grader_version))
     return out
 
 

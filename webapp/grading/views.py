@@ -27,7 +27,7 @@ from webapp.grading import selectors
 from webapp.grading.forms import AdvantageConfigForm, CancelForm, LaunchForm
 from webapp.grading.services import LaunchError, grading_launch, grading_run_cancel, gradings_retry_failed
 from webapp.models import Batch, Grading, GradingRun, GradingTranscript, Trajectory
-from webapp.rankings import visible_ranking
+from webapp.rankings import RankingsHidden, Viewer, visible_ranking
 from webapp.roles import RESEARCHER, has_role, reader_required, role_required
 
 CHART_WIDTH, CHART_HEIGHT = 320, 64
@@ -123,10 +123,16 @@ def _done(request, batch, notice):
 
 
 def _panel(request, batch, *, launch_form=None, config_form=None, notice=None, status=200):
-    runs = selectors.batch_grading_status(batch)
+    viewer = Viewer(request.user)
+    runs = selectors.batch_grading_status(batch, viewer=viewer)
     active = any(r.active for r in runs)
     config = AdvantageConfig.from_dict(batch.advantage_config)
-    rows = None if active else advantage_rows(batch)
+    rows, hidden = None, ""
+    if not active:
+        try:
+            rows = advantage_rows(batch, viewer=viewer)
+        except RankingsHidden as error:
+            hidden = str(error)
     context = {
         "batch": batch,
         "runs": runs,
@@ -138,8 +144,9 @@ def _panel(request, batch, *, launch_form=None, config_form=None, notice=None, s
         "config_form": config_form or AdvantageConfigForm.for_config(config),
         "config": config,
         "default_flags": DEFAULT_FLAG_NAMES,
-        "charts": None if active else _charts(advantage_histogram(batch, rows=rows)),
-        "flagged": None if active else _flagged(rows, config),
+        "hidden": hidden,
+        "charts": None if rows is None else _charts(advantage_histogram(rows)),
+        "flagged": None if rows is None else _flagged(rows, config),
         "notice": notice,
     }
     # htmx does not swap 4xx answers: errors go back as 200 so the form shows them.
@@ -189,7 +196,7 @@ def grading_detail(request, pk):
     annotator until they rank."""
     grading = get_object_or_404(Grading.objects.select_related("run", "group__batch"), pk=pk)
     group = grading.group
-    if visible_ranking(request.user, group).hide_grader:
+    if visible_ranking(Viewer(request.user), group).hide_grader:
         raise PermissionDenied("the grader's work is hidden until you save your ranking of this group")
     transcript = GradingTranscript.objects.filter(grading=grading).values_list("messages", flat=True).first()
     explained = grading.status == Grading.Status.DONE and grading.grader_version == heuristic.VERSION

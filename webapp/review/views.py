@@ -15,6 +15,7 @@ from webapp.annotation.panel import RankingPage
 from webapp.batches import selectors as listing
 from webapp.batches.forms import GroupFilterForm
 from webapp.models import Group
+from webapp.rankings import Viewer
 from webapp.review import columns as layout
 from webapp.review import diffview, groupview, matrix, selectors, transcripts
 from webapp.review.markdown import statement
@@ -88,7 +89,8 @@ def render_group_page(request, group, *, submitted: RankingInput | None = None, 
     page's, and adds its `context`.
     The query string holds the list filter (for next/previous), "hide failing" and the
     matrix's layout (review.columns)."""
-    flt = GroupFilterForm(request.GET, columns=triage_columns(request.user, group.batch)).to_filter()
+    viewer = Viewer(request.user)
+    flt = GroupFilterForm(request.GET, columns=triage_columns(viewer, group.batch)).to_filter()
     params = flt.params()
     hide_failing = request.GET.get("failing") == "hide"
     trajectories = selectors.group_trajectories(group)
@@ -99,7 +101,7 @@ def render_group_page(request, group, *, submitted: RankingInput | None = None, 
     choice = layout.parse(request.GET, {c.trajectory.pk: c.tid for c in columns}, has_reference=reference is not None)
     ordered = layout.default_order(columns, ranking.final)
     shown = layout.arrange(ordered, rows, choice, reference)
-    prev_pk, next_pk = listing.neighbours(group, flt)
+    prev_pk, next_pk = listing.neighbours(group, flt, viewer=viewer)
     here = {**params, "failing": "hide" if hide_failing else ""}
     nav = {**here, **choice.carried()}
     first, second = _default_pair(ordered)

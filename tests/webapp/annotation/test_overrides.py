@@ -11,12 +11,12 @@ from django.urls import reverse
 
 from grading.advantages import gagar_advantages
 from tests.django_fixtures import make_user
-from tests.webapp.annotationdata import grade, pk_of, review_batch, save, set_policy
+from tests.webapp.annotationdata import grade, group_rows, pk_of, review_batch, save, set_policy
 from tests.webapp.reviewdata import hostile_records, import_batch
-from webapp.advantages import AdvantageConfig, group_advantage_rows
+from webapp.advantages import AdvantageConfig
 from webapp.annotation.services import InvalidAnnotation, ranking_revert
 from webapp.models import Annotation, Group, Trajectory
-from webapp.rankings import final_rankings
+from webapp.rankings import UNRESTRICTED, final_rankings
 from webapp.roles import ANNOTATOR
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def group(tmp_path):
 
 
 def rows_by_id(group):
-    return {r["trajectory_id"]: r for r in group_advantage_rows(group)}
+    return group_rows(group)
 
 
 # --- the service -----------------------------------------------------------------------
@@ -40,7 +40,7 @@ def rows_by_id(group):
 def test_a_ranking_marks_a_pass_as_not_passing_and_ranks_the_rest(group, annotator):
     annotation = save(group, annotator, WITHOUT_T1, verdicts=HACK)
     assert annotation.verdicts == HACK
-    final = final_rankings([group.pk])[group.pk]
+    final = final_rankings([group.pk], viewer=UNRESTRICTED)[group.pk]
     assert final.verdicts == HACK and final.tiers == (("t2",), ("t3",), ("t4",), ("t5",))
 
 
@@ -78,10 +78,10 @@ def test_reverts_keep_the_history_of_overrides(group, annotator, researcher):
     grade(group)
     save(group, annotator, WITHOUT_T1, verdicts=HACK)
     back = ranking_revert(group=group, user=researcher, to_version=0, based_on_version=1)
-    assert back.verdicts == {} and final_rankings([group.pk])[group.pk].source == "grader"
+    assert back.verdicts == {} and final_rankings([group.pk], viewer=UNRESTRICTED)[group.pk].source == "grader"
     assert rows_by_id(group)["t1"]["passed"] is True
     again = ranking_revert(group=group, user=researcher, to_version=1, based_on_version=2)
-    assert again.verdicts == HACK and final_rankings([group.pk])[group.pk].verdicts == HACK
+    assert again.verdicts == HACK and final_rankings([group.pk], viewer=UNRESTRICTED)[group.pk].verdicts == HACK
     assert list(Annotation.objects.order_by("version").values_list("verdicts", flat=True)) == [HACK, {}, HACK]
 
 

@@ -12,6 +12,7 @@ from tests.webapp.annotationdata import GRADER_TIERS, grade, review_batch, save,
 from webapp.annotation.selectors import queue_groups
 from webapp.annotation.services import NotAllowed, lease_next_group, lease_release
 from webapp.models import Grading, Group, Lease
+from webapp.rankings import UNRESTRICTED
 from webapp.roles import ANNOTATOR
 
 pytestmark = pytest.mark.django_db
@@ -250,5 +251,5 @@ def test_an_annotator_works_through_the_sample_queue(client, sample_batch, annot
     mixed = list(Group.objects.filter(batch=sample_batch, label="mixed").order_by("group_id")
                  .values_list("group_id", flat=True))
     assert ranked == mixed and Annotation.objects.count() == len(mixed)
-    rows = advantage_rows(sample_batch)
+    rows = advantage_rows(sample_batch, viewer=UNRESTRICTED)
     assert {r["source"] for r in rows if r["label"] == "mixed" and r["passed"]} == {"human"}

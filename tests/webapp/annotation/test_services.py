@@ -9,8 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.db import IntegrityError, connection, transaction
 
-from tests.webapp.annotationdata import GRADER_TIERS, grade, review_batch, save, set_policy
-from webapp.advantages import group_advantage_rows
+from tests.webapp.annotationdata import GRADER_TIERS, grade, group_rows, review_batch, save, set_policy
 from webapp.annotation import services as annotations
 from webapp.annotation.services import (
     Conflict,
@@ -19,7 +18,7 @@ from webapp.annotation.services import (
     ranking_revert,
 )
 from webapp.models import Annotation, Group
-from webapp.rankings import final_rankings
+from webapp.rankings import UNRESTRICTED, final_rankings
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +36,7 @@ def test_a_save_is_version_one_and_decides_the_final_ranking(group, annotator):
                       rationales={"t5": "smallest diff"}, group_rationale="t5 is minimal", grading_id=grading.pk)
     assert (annotation.version, annotation.based_on_version, annotation.kind) == (1, 0, "ranking")
     assert annotation.grading == grading and annotation.independent is False
-    final = final_rankings([group.pk])[group.pk]
+    final = final_rankings([group.pk], viewer=UNRESTRICTED)[group.pk]
     assert (final.source, final.version, final.author) == ("human", 1, "anna")
     assert final.tiers == (("t5",), ("t1", "t2"), ("t3",), ("t4",))
     assert final.flags == {"t4": ("debug_leftovers", "other")} and final.rationales == {"t5": "smallest diff"}
@@ -45,10 +44,10 @@ def test_a_save_is_version_one_and_decides_the_final_ranking(group, annotator):
 
 def test_advantages_follow_the_human_ranking(group, annotator):
     grade(group)
-    before = {r["trajectory_id"]: r for r in group_advantage_rows(group)}
+    before = group_rows(group)
     assert before["t1"]["source"] == "grader" and before["t1"]["rank"] == 1
     save(group, annotator, MINE)
-    after = {r["trajectory_id"]: r for r in group_advantage_rows(group)}
+    after = group_rows(group)
     assert {r["source"] for r in after.values() if r["passed"]} == {"human"}
     assert (after["t5"]["rank"], after["t1"]["rank"], after["t2"]["rank"]) == (1, 2, 2)
     assert after["t5"]["advantage"] > after["t5"]["grpo_advantage"] > after["t4"]["advantage"]
@@ -162,10 +161,10 @@ def test_a_researcher_reverts_by_adding_a_version(group, annotator, researcher):
     save(group, annotator, GRADER_TIERS, based_on=1)
     revert = ranking_revert(group=group, user=researcher, to_version=1, based_on_version=2)
     assert (revert.version, revert.kind, revert.reverted_to, revert.tiers) == (3, "revert", 1, MINE)
-    assert final_rankings([group.pk])[group.pk].version == 3
+    assert final_rankings([group.pk], viewer=UNRESTRICTED)[group.pk].version == 3
     back = ranking_revert(group=group, user=researcher, to_version=0, based_on_version=3)
     assert back.tiers is None
-    assert final_rankings([group.pk])[group.pk].source == "grader"
+    assert final_rankings([group.pk], viewer=UNRESTRICTED)[group.pk].source == "grader"
     assert Annotation.objects.count() == 4
 
 
@@ -193,10 +192,10 @@ def test_with_overlap_each_annotator_ranks_independently(group, annotator, resea
     assert save(group, annotator, GRADER_TIERS, based_on=1).version == 3
     with pytest.raises(Conflict):
         save(group, bob, MINE, based_on=0)
-    assert group.pk not in final_rankings([group.pk])  # not final until accepted
+    assert group.pk not in final_rankings([group.pk], viewer=UNRESTRICTED)  # not final until accepted
     accepted = ranking_revert(group=group, user=researcher, to_version=2, based_on_version=0)
     assert (accepted.kind, accepted.independent, accepted.tiers) == ("accept", False, GRADER_TIERS)
-    final = final_rankings([group.pk])[group.pk]
+    final = final_rankings([group.pk], viewer=UNRESTRICTED)[group.pk]
     assert (final.source, final.version) == ("human", 4)
 
 

@@ -6,7 +6,7 @@ import numpy as np
 from grading.advantages import gagar_advantages
 from tests.factories import PATCH, group
 from webapp.models import Batch
-from webapp.rankings import final_rankings
+from webapp.rankings import UNRESTRICTED, final_rankings
 
 SPRAWL = PATCH + "".join(f"@@ -{n},1 +{n},2 @@\n x = {n}\n+print('debug {n}')\n" for n in range(10, 40, 5))
 
@@ -24,7 +24,7 @@ def core_advantages(batch: Batch, rows: list[dict]) -> list[float]:
     in any order) under the batch's stored config and final rankings."""
     config = batch.advantage_config
     groups = {g.group_id: g.pk for g in batch.groups.all()}
-    rankings = final_rankings(groups.values())
+    rankings = final_rankings(groups.values(), viewer=UNRESTRICTED)
     order = sorted(groups)
     ranks = [rankings[groups[r["group_id"]]].ranks().get(r["trajectory_id"], 0) if groups[r["group_id"]] in rankings
              else 0 for r in rows]

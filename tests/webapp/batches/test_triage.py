@@ -13,6 +13,7 @@ from webapp.annotation.services import lease_next_group, lease_release, ranking_
 from webapp.batches import selectors
 from webapp.batches.selectors import GroupFilter
 from webapp.models import Batch, Group
+from webapp.rankings import UNRESTRICTED
 from webapp.roles import ANNOTATOR
 from webapp.triage import DISPUTED, QUEUED, REVIEWED, UNREVIEWED, flag_text, summarise
 
@@ -219,7 +220,7 @@ def test_pages_by_a_nullable_key_cover_every_group_once_with_the_nulls_last(sort
     flt = GroupFilter(sort=sort)
     pages, cursor = [], ""
     while True:
-        page = selectors.group_page(batch, flt, after=cursor, size=10)
+        page = selectors.group_page(batch, flt, viewer=UNRESTRICTED, after=cursor, size=10)
         pages.append([g.pk for g in page.groups])
         if not page.next_cursor:
             break
@@ -231,9 +232,9 @@ def test_pages_by_a_nullable_key_cover_every_group_once_with_the_nulls_last(sort
     nulls = sorted((g for g in rows if getattr(g, column) is None), key=lambda g: g.pk, reverse=descending)
     assert seen == [g.pk for g in valued + nulls]
     # and back again, page by page, from the last page
-    back = selectors.group_page(batch, flt, after=cursor, size=10)
+    back = selectors.group_page(batch, flt, viewer=UNRESTRICTED, after=cursor, size=10)
     for expected in reversed(pages[:-1]):
-        back = selectors.group_page(batch, flt, before=back.prev_cursor, size=10)
+        back = selectors.group_page(batch, flt, viewer=UNRESTRICTED, before=back.prev_cursor, size=10)
         assert [g.pk for g in back.groups] == expected
     middle = Group.objects.get(pk=seen[25])
-    assert selectors.neighbours(middle, flt) == (seen[24], seen[26])
+    assert selectors.neighbours(middle, flt, viewer=UNRESTRICTED) == (seen[24], seen[26])

@@ -9,6 +9,7 @@ from tests.webapp.reviewdata import bare_groups, import_batch, records
 from webapp.batches import selectors
 from webapp.batches.selectors import GroupFilter
 from webapp.models import Batch
+from webapp.rankings import UNRESTRICTED
 
 pytestmark = pytest.mark.django_db
 
@@ -28,7 +29,7 @@ def walk(batch, flt, size=20):
     """Every page of group ids, following next cursors."""
     pages, cursor = [], ""
     while True:
-        page = selectors.group_page(batch, flt, after=cursor, size=size)
+        page = selectors.group_page(batch, flt, viewer=UNRESTRICTED, after=cursor, size=size)
         pages.append(_ids(page))
         if not page.next_cursor:
             return pages
@@ -63,18 +64,19 @@ def test_keyset_pages_cover_every_group_once_in_order(big_batch, sort):
 @pytest.mark.parametrize("sort", list(selectors.SORTS))
 def test_previous_page_is_the_page_before(big_batch, sort):
     flt = GroupFilter(sort=sort, label="mixed")
-    first = selectors.group_page(big_batch, flt, size=20)
-    second = selectors.group_page(big_batch, flt, after=first.next_cursor, size=20)
-    third = selectors.group_page(big_batch, flt, after=second.next_cursor, size=20)
-    back = selectors.group_page(big_batch, flt, before=third.prev_cursor, size=20)
+    first = selectors.group_page(big_batch, flt, viewer=UNRESTRICTED, size=20)
+    second = selectors.group_page(big_batch, flt, viewer=UNRESTRICTED, after=first.next_cursor, size=20)
+    third = selectors.group_page(big_batch, flt, viewer=UNRESTRICTED, after=second.next_cursor, size=20)
+    back = selectors.group_page(big_batch, flt, viewer=UNRESTRICTED, before=third.prev_cursor, size=20)
     assert _ids(back) == _ids(second)
     assert back.next_cursor and back.prev_cursor
-    assert _ids(selectors.group_page(big_batch, flt, before=second.prev_cursor, size=20)) == _ids(first)
+    again = selectors.group_page(big_batch, flt, viewer=UNRESTRICTED, before=second.prev_cursor, size=20)
+    assert _ids(again) == _ids(first)
 
 
 def test_filters_combine(big_batch):
     flt = GroupFilter(label="mixed", pass_min=0.25, pass_max=0.75, q="needle")
-    page = selectors.group_page(big_batch, flt)
+    page = selectors.group_page(big_batch, flt, viewer=UNRESTRICTED)
     assert page.groups
     for g in page.groups:
         full = big_batch.groups.get(pk=g.pk)
@@ -83,8 +85,8 @@ def test_filters_combine(big_batch):
 
 
 def test_search_matches_group_id_task_id_and_statement(big_batch):
-    assert _ids(selectors.group_page(big_batch, GroupFilter(q="G00012"))) == ["g00012"]
-    assert selectors.group_page(big_batch, GroupFilter(q="needle")).total == 13
+    assert _ids(selectors.group_page(big_batch, GroupFilter(q="G00012"), viewer=UNRESTRICTED)) == ["g00012"]
+    assert selectors.group_page(big_batch, GroupFilter(q="needle"), viewer=UNRESTRICTED).total == 13
 
 
 def test_batch_page_shows_filters_and_keeps_them_in_links(client, researcher, big_batch):
@@ -173,9 +175,9 @@ def test_unknown_batch_is_404(client, researcher):
 
 def test_a_filtered_count_stops_at_the_limit(big_batch, monkeypatch):
     monkeypatch.setattr(selectors, "COUNT_LIMIT", 20)
-    page = selectors.group_page(big_batch, GroupFilter(label="mixed"))
+    page = selectors.group_page(big_batch, GroupFilter(label="mixed"), viewer=UNRESTRICTED)
     assert (page.total, page.total_is_lower_bound) == (20, True)
-    exact = selectors.group_page(big_batch, GroupFilter(q="needle"))
+    exact = selectors.group_page(big_batch, GroupFilter(q="needle"), viewer=UNRESTRICTED)
     assert (exact.total, exact.total_is_lower_bound) == (13, False)
 
 

@@ -25,7 +25,7 @@ from webapp.advantages import (
 from webapp.exports import advantages as export_advantages
 from webapp.exports.advantages import COLUMNS, SCHEMA, advantage_jsonl_lines, write_advantages, writer_version
 from webapp.models import Batch, Group
-from webapp.rankings import final_rankings
+from webapp.rankings import UNRESTRICTED, final_rankings
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def export(batch, path, format="parquet", **config) -> Path:
     base = AdvantageConfig.from_dict(batch.advantage_config)
-    write_advantages(batch, path, format=format, config=parse_advantage_config(config, base=base))
+    write_advantages(batch, path, viewer=UNRESTRICTED, format=format, config=parse_advantage_config(config, base=base))
     return path
 
 
@@ -117,7 +117,7 @@ def test_parquet_and_jsonl_hold_the_same_rows_as_the_advantages_of_the_app(ranke
     parquet = pq.read_table(export(ranked_batch, tmp_path / "a.parquet")).to_pylist()
     jsonl = jsonl_rows(export(ranked_batch, tmp_path / "a.jsonl", "jsonl"))
     assert parquet == jsonl
-    app = advantage_rows(ranked_batch)
+    app = advantage_rows(ranked_batch, viewer=UNRESTRICTED)
     assert [{k: row[k] for k in app[0]} for row in jsonl] == app
     # pyarrow's own JSON reader takes the file, with the same column types.
     assert pajson.read_json(tmp_path / "a.jsonl").num_rows == len(app)
@@ -190,7 +190,7 @@ def test_the_parquet_writer_that_shapes_the_bytes_is_the_pinned_one(ranked_batch
 def test_the_streamed_jsonl_is_the_file_byte_for_byte(ranked_batch, tmp_path, settings):
     settings.GAGAR_EXPORT_CHUNK_GROUPS = 2
     config = AdvantageConfig.from_dict(ranked_batch.advantage_config)
-    blocks = list(advantage_jsonl_lines(ranked_batch, config))
+    blocks = list(advantage_jsonl_lines(ranked_batch, viewer=UNRESTRICTED, config=config))
     assert len(blocks) == 3 and all(block.endswith(b"\n") for block in blocks)
     assert b"".join(blocks) == export(ranked_batch, tmp_path / "a.jsonl", "jsonl").read_bytes()
 
@@ -203,7 +203,7 @@ def test_an_unknown_format_is_refused_before_anything_is_written(ranked_batch, t
 
 def test_the_export_reads_final_rankings_by_the_pages_rule_without_grader_rationales(ranked_batch):
     pks = list(Group.objects.filter(batch=ranked_batch).values_list("pk", flat=True))
-    full, lean = final_rankings(pks), final_rankings(pks, lean=True)
+    full, lean = final_rankings(pks, viewer=UNRESTRICTED), final_rankings(pks, lean=True, viewer=UNRESTRICTED)
     assert {f.source for f in full.values()} == {"human", "grader"}
     assert any(f.rationales for f in full.values() if f.source == "grader")
     assert lean == {pk: replace(f, rationales={}, confidence=None) if f.source == "grader" else f

@@ -9,6 +9,7 @@ from gagar_client.offline import MissingTrajectories, advantages_for
 
 from webapp.advantages import AdvantageConfig, advantage_rows
 from webapp.exports.advantages import write_advantages
+from webapp.rankings import UNRESTRICTED
 
 pytestmark = pytest.mark.django_db
 
@@ -18,13 +19,14 @@ CLIENT = Path(__file__).resolve().parents[3] / "client"
 @pytest.fixture(params=["parquet", "jsonl"])
 def exported(request, ranked_batch, tmp_path):
     path = tmp_path / f"advantages.{request.param}"
-    write_advantages(ranked_batch, path, format=request.param,
+    write_advantages(ranked_batch, path, viewer=UNRESTRICTED, format=request.param,
                      config=AdvantageConfig.from_dict(ranked_batch.advantage_config))
     return path
 
 
 def test_it_returns_reward_for_trainer_for_each_key_in_order(exported, ranked_batch):
-    advantage = {(r["group_id"], r["trajectory_id"]): r["advantage"] for r in advantage_rows(ranked_batch)}
+    rows = advantage_rows(ranked_batch, viewer=UNRESTRICTED)
+    advantage = {(r["group_id"], r["trajectory_id"]): r["advantage"] for r in rows}
     keys = [("task-2", "t5"), ("task-1", "t6"), ("solo", "t1"), ("task-2", "t5")]
     assert advantages_for(exported, keys) == [advantage[k] for k in keys]
     assert advantage[("task-2", "t5")] > 0 > advantage[("task-1", "t6")]
@@ -50,7 +52,7 @@ def test_a_file_that_is_not_an_export_is_refused_with_its_line(tmp_path):
 def test_reading_jsonl_does_not_import_pyarrow(ranked_batch, tmp_path):
     path = tmp_path / "a.jsonl"
     config = AdvantageConfig.from_dict(ranked_batch.advantage_config)
-    write_advantages(ranked_batch, path, format="jsonl", config=config)
+    write_advantages(ranked_batch, path, viewer=UNRESTRICTED, format="jsonl", config=config)
     code = ("import sys; from gagar_client.offline import advantages_for; "
             f"print(advantages_for({str(path)!r}, [('solo', 't2')])[0], 'pyarrow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=CLIENT)

@@ -28,7 +28,7 @@ from webapp.exports.sft import (
 )
 from webapp.grading.worker import gradings_process
 from webapp.models import Grading, GradingRun, Group
-from webapp.rankings import final_rankings
+from webapp.rankings import UNRESTRICTED, final_rankings
 from webapp.roles import ANNOTATOR
 
 pytestmark = pytest.mark.django_db
@@ -65,7 +65,7 @@ def batch(tmp_path, annotator, researcher):
 
 def export(batch, folder, **options):
     folder.mkdir()
-    return write_sft(batch, folder, options=parse_sft_options(options))
+    return write_sft(batch, folder, viewer=UNRESTRICTED, options=parse_sft_options(options))
 
 
 def lines(path):
@@ -103,7 +103,7 @@ def test_each_example_is_what_the_worker_shows_the_agentic_grader_and_an_answer_
               "options": {"answers": answers}}
     run = GradingRun.objects.create(batch=batch, grader="replay", config=config, queue="cpu")
     gradings = [Grading.objects.create(run=run, group=g, queued_at=run.created_at) for g in groups]
-    verified = final_rankings([g.pk for g in groups])  # before the new gradings land
+    verified = final_rankings([g.pk for g in groups], viewer=UNRESTRICTED)  # before the new gradings land
 
     done = gradings_process(grading_ids=[g.pk for g in gradings])
 
@@ -140,7 +140,7 @@ def test_the_assistant_names_exactly_the_passing_labels_in_the_verified_order(ba
         action = json.loads(example["messages"][2]["content"])
         ranked = [label for tier in action["ranking"] for label in tier]
         assert sorted(ranked) == sorted(view_labels.split(", ")) and len(ranked) == len(PASSING)
-        expected = final_rankings([group.pk])[group.pk].tiers
+        expected = final_rankings([group.pk], viewer=UNRESTRICTED)[group.pk].tiers
         mapping = _mapping(group, seed=3)
         assert same_ranking([[mapping[label] for label in tier] for tier in action["ranking"]], expected)
         assert example["messages"][0]["role"] == "system" and example["messages"][1]["role"] == "user"
@@ -203,7 +203,7 @@ def test_pairs_reject_the_graders_ranking_where_the_human_changed_it_and_a_swapp
         mapping = _mapping(group, seed=2)
         ranking = json.loads(pair["rejected"][0]["content"])["ranking"]
         rejected = [[mapping[label] for label in tier] for tier in ranking]
-        chosen = final_rankings([group.pk])[group.pk].tiers
+        chosen = final_rankings([group.pk], viewer=UNRESTRICTED)[group.pk].tiers
         assert same_ranking(rejected, GRADER_TIERS if pair["rejected_from"] == "grader" else swapped(chosen))
 
 
@@ -230,7 +230,8 @@ def test_the_datasheet_gives_counts_sources_flags_exclusions_and_options(batch, 
 def test_progress_counts_every_group_a_human_ranked(batch, tmp_path):
     (tmp_path / "out").mkdir()
     calls = []
-    write_sft(batch, tmp_path / "out", options=parse_sft_options({}), on_progress=lambda d, t: calls.append((d, t)))
+    write_sft(batch, tmp_path / "out", viewer=UNRESTRICTED, options=parse_sft_options({}),
+              on_progress=lambda d, t: calls.append((d, t)))
     assert calls[-1] == (12, 12) and [d for d, _ in calls] == sorted(d for d, _ in calls)
 
 
@@ -291,7 +292,7 @@ def test_a_batch_without_a_human_ranking_is_refused_and_nothing_is_written(tmp_p
     grade(Group.objects.get(batch=batch))
     (tmp_path / "out").mkdir()
     with pytest.raises(ValueError, match="has no group whose ranking a human made or confirmed"):
-        write_sft(batch, tmp_path / "out", options={})
+        write_sft(batch, tmp_path / "out", viewer=UNRESTRICTED, options={})
     assert list((tmp_path / "out").iterdir()) == []
 
 
@@ -300,7 +301,7 @@ def test_a_batch_whose_human_rankings_cannot_be_used_says_why(tmp_path, annotato
     save(Group.objects.get(batch=batch), annotator, HUMAN)
     (tmp_path / "out").mkdir()
     with pytest.raises(ValueError) as refused:
-        write_sft(batch, tmp_path / "out", options={})
+        write_sft(batch, tmp_path / "out", viewer=UNRESTRICTED, options={})
     assert f"none of the 1 groups a human ranked can be exported ({MISSING_RATIONALE}: 1)" in str(refused.value)
 
 

@@ -8,6 +8,7 @@ from webapp.exports.advantages import write_advantages
 from webapp.exports.selectors import export_file, exports_root
 from webapp.exports.services import export_launch, exports_sweep
 from webapp.models import Export
+from webapp.rankings import UNRESTRICTED
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -15,7 +16,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def reference(batch, tmp_path, export) -> bytes:
     """The same export written in this process."""
     path = tmp_path / f"reference.{export.format}"
-    write_advantages(batch, path, format=export.format, config=AdvantageConfig.from_dict(export.config))
+    write_advantages(batch, path, viewer=UNRESTRICTED, format=export.format,
+                     config=AdvantageConfig.from_dict(export.config))
     return path.read_bytes()
 
 

@@ -14,6 +14,7 @@ from webapp.grading.selectors import batch_grading_status
 from webapp.grading.services import grading_launch, grading_run_cancel, gradings_sweep
 from webapp.grading.worker import gradings_process
 from webapp.models import Grading, GradingRun
+from webapp.rankings import UNRESTRICTED
 
 pytestmark = pytest.mark.django_db
 
@@ -55,7 +56,7 @@ def test_cancelling_a_run_cancels_its_queued_gradings_at_once(tmp_path, sent, re
     assert run.cancelled_by == researcher and run.cancelled_at is not None
     assert set(run.gradings.values_list("status", "error")) == {(CANCELLED, "cancelled by rita")}
     assert not run.gradings.filter(finished_at=None).exists()
-    [status] = batch_grading_status(batch)
+    [status] = batch_grading_status(batch, viewer=UNRESTRICTED)
     assert status.state == "cancelled" and status.counts[CANCELLED] == 3 and not status.active
 
 
@@ -100,13 +101,13 @@ def test_a_running_grading_whose_worker_is_lost_is_cancelled_not_queued_again(tm
     run.gradings.filter(pk=lost.pk).update(status=RUNNING, claim_token="gone", attempts=1, lease_expires_at=past)
     assert grading_run_cancel(run=run, user=researcher) == 1  # the queued one; the running one is left to finish
     assert run.gradings.get(pk=lost.pk).status == RUNNING
-    [status] = batch_grading_status(batch)
+    [status] = batch_grading_status(batch, viewer=UNRESTRICTED)
     assert status.state == "cancelling" and status.active
     sweep = gradings_sweep()
     lost.refresh_from_db()
     assert (sweep.requeued, lost.status, lost.claim_token) == (0, CANCELLED, "gone")
     assert lost.error == "its run was cancelled and its worker was lost" and lost.lease_expires_at is None
-    assert batch_grading_status(batch)[0].state == "cancelled"
+    assert batch_grading_status(batch, viewer=UNRESTRICTED)[0].state == "cancelled"
 
 
 def test_a_grading_running_when_its_run_is_cancelled_finishes_and_keeps_its_ranking(tmp_path, sent, researcher):
@@ -115,7 +116,7 @@ def test_a_grading_running_when_its_run_is_cancelled_finishes_and_keeps_its_rank
     processed = gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
     grading = run.gradings.get()
     assert processed.done == [grading.pk] and grading.status == DONE and grading.tiers
-    assert batch_grading_status(batch)[0].state == "cancelled"
+    assert batch_grading_status(batch, viewer=UNRESTRICTED)[0].state == "cancelled"
 
 
 def test_a_transient_failure_after_the_cancel_is_cancelled_not_retried(tmp_path, sent, researcher,

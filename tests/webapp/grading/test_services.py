@@ -10,6 +10,7 @@ from webapp.grading.selectors import batch_grading_status
 from webapp.grading.services import LaunchError, grading_launch, gradings_retry_failed, gradings_sweep
 from webapp.grading.worker import gradings_process
 from webapp.models import Grading, GradingRun
+from webapp.rankings import UNRESTRICTED
 
 pytestmark = pytest.mark.django_db
 
@@ -217,7 +218,7 @@ def test_status_counts_per_run_newest_first_with_failures(tmp_path, sent):
     first = launch(batch, grader=SCRIPTED, config={"fail_on": "b-0000"}).run
     process_all(first)
     second = launch(batch, regrade=True).run
-    [newest, older] = batch_grading_status(batch)
+    [newest, older] = batch_grading_status(batch, viewer=UNRESTRICTED)
     assert (newest.run, older.run) == (second, first)
     assert newest.counts == {QUEUED: 3, RUNNING: 0, DONE: 0, FAILED: 0, CANCELLED: 0} and newest.active
     assert older.counts == {QUEUED: 0, RUNNING: 0, DONE: 2, FAILED: 1, CANCELLED: 0} and not older.active

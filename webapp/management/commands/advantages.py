@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from webapp.advantages import ROW_FIELDS, AdvantageConfig, advantage_rows, parse_advantage_config
 from webapp.models import Batch
+from webapp.rankings import UNRESTRICTED
 
 
 def add_config_arguments(parser) -> None:
@@ -49,7 +50,7 @@ class Command(BaseCommand):
         except Batch.DoesNotExist:
             raise CommandError(f"no batch named {batch!r}") from None
         config = self._config(batch, options)
-        rows = advantage_rows(batch, config)
+        rows = advantage_rows(batch, viewer=UNRESTRICTED, config=config)
         try:
             self._write(rows, format)
             self.stdout.flush()

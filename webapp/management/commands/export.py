@@ -18,6 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 from webapp.exports.services import MANIFEST, ExportError, export_config, export_files
 from webapp.management.commands.advantages import add_config_arguments, config_overrides
 from webapp.models import Batch, Export
+from webapp.rankings import UNRESTRICTED
 
 
 class Command(BaseCommand):
@@ -56,7 +57,7 @@ class Command(BaseCommand):
         work = out.parent / f".{out.name}.{uuid.uuid4().hex[:12]}.tmp"
         try:
             files = export_files(batch=batch, kind=kind, format=format, config=config, folder=work, export_id=None,
-                                 created_by=None, data_name=out.name if manifest else None)
+                                 created_by=None, viewer=UNRESTRICTED, data_name=out.name if manifest else None)
             if manifest:
                 (work / out.name).replace(out)
                 (work / MANIFEST).replace(manifest)
