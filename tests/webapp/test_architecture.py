@@ -69,3 +69,18 @@ def test_nothing_imports_the_api():
     bad = {str(path): sorted(n for n in names if under(n, "webapp.api"))
            for path, names in modules("webapp") if not path.is_relative_to("webapp/api")}
     assert {path: names for path, names in bad.items() if names} == {}
+
+
+def test_pages_and_the_api_read_as_their_viewer_never_unrestricted():
+    """Views and API endpoints build a Viewer from the request's user; UNRESTRICTED (every
+    ranking, whoever asks) is for workers, writers and the command line."""
+    front = [*(ROOT / "webapp").rglob("views.py"), ROOT / "webapp" / "api" / "endpoints.py"]
+    bad = sorted(str(path.relative_to(ROOT)) for path in front if "UNRESTRICTED" in path.read_text(encoding="utf-8"))
+    assert bad == []
+
+
+def test_only_the_rankings_module_reads_rankings_unfiltered():
+    """`webapp.rankings._grader_rankings` skips the visibility rule: nothing else may call it."""
+    callers = sorted(str(path) for path, _ in modules("webapp") if path != Path("webapp/rankings.py")
+                     and "_grader_rankings" in (ROOT / path).read_text(encoding="utf-8"))
+    assert callers == []

@@ -1,70 +1,94 @@
-"""Blind review holds on every page: a walk over every URL pattern of the app.
+"""No role sees what it may not, on any page: a walk over every URL pattern of the app.
 
-A blind annotator who has not ranked a group must not see the grader's rank,
-rationale, scores, confidence, flags or conversation anywhere: page, fragment
-or form answer. The walk requests every named URL pattern (GET, and POST with
-an empty form), so a page added later is checked without being listed here.
+The fixture puts a distinctive marker in everything that is hidden from someone:
+- the grader's work (rationale, version, scores, confidence, conversation, and a flag
+  the redistribution config caps, so the grading panel's table of capped flags has a
+  row): hidden from an annotator under blind review until they rank the group;
+- another annotator's independent ranking (its rationales): hidden from an annotator
+  under k-way overlap until they rank the group;
+- another auditor's verdict (its notes): hidden from an auditor until they give theirs.
+
+The walk requests every named URL pattern (GET as a page and as an htmx fragment, and
+POST with an empty form), so a page added later is checked without being listed here.
+Each role's walk asserts that none of what is hidden from it shows anywhere; the same
+walk as a researcher, and the verdict's own auditor, are the positive controls: they see
+every marker, so a marker that no page shows cannot pass for a rule that holds.
 """
 
 import pytest
 from django.urls import reverse
 
 from tests.django_fixtures import make_user
-from tests.webapp.annotationdata import grade, review_batch, set_policy
+from tests.webapp.annotationdata import grade, review_batch, save, set_policy
 from tests.webapp.urlwalk import url_patterns
 from webapp.audit.sampling import Source, audit_plan
-from webapp.audit.services import audit_set_create
+from webapp.audit.services import audit_set_create, verdict_save
+from webapp.exports.selectors import exports_root
 from webapp.models import Export, GradingTranscript, Group, Trajectory
-from webapp.roles import AUDITOR
+from webapp.roles import ANNOTATOR, AUDITOR
 
 pytestmark = pytest.mark.django_db
 
-SECRETS = (
+GRADER_SECRETS = (
     "GRADER-RATIONALE-SECRET",  # a rationale
-    "GRADER-VERSION-SECRET",  # the grading's version, shown beside the grader's ranking
+    "GRADER-VERSION-SECRET",  # the grading's and its run's version
     "GRADER-TRANSCRIPT-SECRET",  # what the grader did
     "918273", "0.918",  # a score
     "876543", "0.877",  # the confidence
+    # Markup that only ever holds the grader's verdict: rank cells, flag badges, the panel's
+    # table of trajectories whose flag the config caps.
+    'class="grade"', "grade-rank", "grader #", '<span class="badge flag">', 'data-grader="[',
+    'id="grading-detail"', "flag-caps-table",
 )
-# Markup that only ever holds the grader's verdict.
-GRADER_MARKUP = ('class="grade"', "grade-rank", "grader #", '<span class="badge flag">', 'data-grader="[',
-                 'id="grading-detail"')
+OTHERS_SECRETS = ("OTHER-ANNOTATOR-RATIONALE-SECRET", "OTHER-ANNOTATOR-GROUP-SECRET")
+VERDICT_SECRETS = ("OTHER-AUDITOR-NOTES-SECRET",)
+EVERY_SECRET = GRADER_SECRETS + OTHERS_SECRETS + VERDICT_SECRETS
+PASSING = [["t1"], ["t2", "t3"], ["t4"], ["t5"]]
 
 
 @pytest.fixture
-def hidden(tmp_path):
-    """A group of a blind batch whose grading carries a marker in every part the grader wrote."""
+def walk(tmp_path, researcher):
+    """A group whose grader, another annotator and another auditor each left a marker; the
+    batch's policy is blind review with 2-way overlap (tests change it)."""
     group = Group.objects.get(batch=review_batch(tmp_path), group_id="task-1")
-    set_policy(group.batch, blind=True)
-    grading = grade(group, confidence=0.876543, flags={"t4": ["unnecessary_complexity"]},
+    set_policy(group.batch, blind=True, overlap=2)
+    grading = grade(group, confidence=0.876543, flags={"t4": ["edits_tests"]},  # capped by default
                     rationales={"t1": "GRADER-RATIONALE-SECRET"})
     grading.scores = {"t1": 0.918273, "t2": 0.5, "t3": 0.5, "t4": 0.25, "t5": 0.125}
-    grading.grader_version = "GRADER-VERSION-SECRET"
+    grading.grader_version = grading.run.grader_version = "GRADER-VERSION-SECRET"
     grading.save()
+    grading.run.save()
     GradingTranscript.objects.create(grading=grading, messages=[
         {"run": 0, "turn": 1, "role": "assistant", "content": "GRADER-TRANSCRIPT-SECRET"}])
-    return group, grading
+    save(group, make_user("other-annotator", ANNOTATOR), PASSING,
+         rationales={"t2": "OTHER-ANNOTATOR-RATIONALE-SECRET"}, group_rationale="OTHER-ANNOTATOR-GROUP-SECRET")
+    plan = audit_plan(source=Source(batch=group.batch), stratify_by=None, bins=4, seed=0, size=1, half_width=None,
+                      confidence=0.95)
+    item = audit_set_create(name="walk", plan=plan, user=researcher).items.get()
+    verdict_save(item=item, auditor=make_user("other-auditor", AUDITOR), verdict="correct", categories=[],
+                 notes="OTHER-AUDITOR-NOTES-SECRET")
+    return group, grading, item
 
 
-def urls_of(group, grading):
+def urls_of(group, grading, item):
     """Every named URL pattern filled in for `group`; a pattern this cannot fill fails the test."""
     trajectory = Trajectory.objects.get(group=group, trajectory_id="t1")
     other = Trajectory.objects.get(group=group, trajectory_id="t2")
     path = trajectory.patch.split("\n", 1)[0].split(" b/", 1)[1]
     queries = {"interdiff": f"?a={trajectory.pk}&b={other.pk}", "patch_file": f"?path={path}"}
-    export = Export.objects.create(batch=group.batch, kind="advantages", format="parquet")
-    plan = audit_plan(source=Source(batch=group.batch), stratify_by=None, bins=4, seed=0, size=1, half_width=None,
-                      confidence=0.95)
-    audit_set = audit_set_create(name="blind walk", plan=plan, user=make_user("walker", AUDITOR))
-    item = audit_set.items.get()
+    export = Export.objects.create(batch=group.batch, kind="advantages", format="parquet", status=Export.Status.DONE,
+                                   folder="walk", files=[{"name": "manifest.json", "bytes": 2, "sha256": "0" * 64}])
+    (exports_root() / "walk").mkdir(parents=True, exist_ok=True)
+    (exports_root() / "walk" / "manifest.json").write_text("{}")
     by_prefix = {"batches": group.batch_id, "groups": group.pk, "trajectories": trajectory.pk,
-                 "gradings": grading.pk, "exports": export.pk, "audit/sets": audit_set.pk, "audit/items": item.pk}
+                 "gradings": grading.pk, "exports": export.pk, "audit/sets": item.audit_set_id,
+                 "audit/items": item.pk}
     urls = {}
     for name, route in url_patterns():
         kwargs = {}
         if "<int:pk>" in route:
             prefix = max((p for p in by_prefix if route.startswith(f"{p}/")), key=len, default=route.split("/")[0])
-            assert prefix in by_prefix, f"the blind-review walk cannot fill {route!r}: teach it {prefix}/"
+            assert prefix in by_prefix, f"the walk cannot fill {route!r}: teach it {prefix}/"
             kwargs["pk"] = by_prefix[prefix]
         kwargs.update({key: 0 for key in ("index", "part") if f"<int:{key}>" in route})
         kwargs.update({"name": "manifest.json"} if "<str:name>" in route else {})
@@ -73,45 +97,64 @@ def urls_of(group, grading):
     return urls
 
 
-def leaks(html: str) -> list[str]:
-    return [marker for marker in SECRETS + GRADER_MARKUP if marker in html]
-
-
-def test_a_blind_annotator_sees_nothing_of_the_grader_on_any_page(client, annotator, hidden):
-    group, grading = hidden
-    client.force_login(annotator)
-    urls = urls_of(group, grading)
-    assert {"group", "ranking_history", "grading_detail", "grading_panel", "batch"} <= set(urls)
-    seen = {}
+def walk_as(client, user, urls) -> dict[str, set[str]]:
+    """Every URL requested as `user` (GET page, GET fragment, POST empty): the markers each
+    answer shows, by "METHOD url (name)"; a 404 fails (the walk filled a URL wrong)."""
+    client.force_login(user)
+    shown = {}
     for name, url in urls.items():
-        for method in (client.get, client.post):
-            response = method(url, headers={"HX-Request": "true"} if method is client.get else {})
-            html = response.content.decode(errors="replace")
-            assert not leaks(html), f"{method.__name__.upper()} {url} ({name}) shows {leaks(html)}"
-            seen[(name, method.__name__)] = response.status_code
+        for method, kwargs in (("GET", {}), ("GET htmx", {"headers": {"HX-Request": "true"}}), ("POST", {})):
+            response = (client.post if method == "POST" else client.get)(url, **kwargs)
             assert response.status_code != 404, f"{url} ({name}) is not filled in right: nothing was checked"
-            full = client.get(url) if method is client.get else None
-            if full is not None:
-                assert not leaks(full.content.decode(errors="replace")), f"GET {url} ({name}) shows the grader"
-    assert seen[("group", "get")] == 200 and seen[("grading_detail", "get")] == 403
+            body = b"".join(response.streaming_content) if response.streaming else response.content
+            html = body.decode(errors="replace")
+            shown[f"{method} {url} ({name})"] = {marker for marker in EVERY_SECRET if marker in html}
+    return shown
 
 
-def test_the_same_walk_shows_the_grader_to_a_researcher(client, researcher, hidden):
-    group, grading = hidden
-    client.force_login(researcher)
-    urls = urls_of(group, grading)
-    shown = {marker for name in ("group", "ranking_history", "grading_detail")
-             for marker in leaks(client.get(urls[name]).content.decode())}
-    assert {"GRADER-RATIONALE-SECRET", "GRADER-VERSION-SECRET", "GRADER-TRANSCRIPT-SECRET", "grader #",
-            'class="grade"'} <= shown
+def leaks(shown: dict[str, set[str]], hidden: tuple[str, ...]) -> dict[str, set[str]]:
+    return {where: markers & set(hidden) for where, markers in shown.items() if markers & set(hidden)}
 
 
-def test_once_the_annotator_ranks_the_group_the_grader_is_shown(client, annotator, hidden):
-    group, grading = hidden
-    from tests.webapp.annotationdata import save
+def test_a_blind_annotator_sees_nothing_of_the_grader_or_of_other_annotators(client, annotator, walk):
+    shown = walk_as(client, annotator, urls_of(*walk))
+    assert not leaks(shown, GRADER_SECRETS + OTHERS_SECRETS + VERDICT_SECRETS)
+    assert any(where.startswith("GET /groups/") for where in shown), "the walk never reached the group page"
 
-    save(group, annotator, [["t1"], ["t2"], ["t3"], ["t4"], ["t5"]])
+
+def test_an_annotator_under_k_way_overlap_sees_the_grader_but_no_other_annotator(client, annotator, walk):
+    group, grading, item = walk
+    set_policy(group.batch, blind=False, overlap=2)
+    shown = walk_as(client, annotator, urls_of(group, grading, item))
+    assert not leaks(shown, OTHERS_SECRETS + VERDICT_SECRETS)
+    assert set().union(*shown.values()) & set(GRADER_SECRETS), "not blind: the grader shows (the walk can see)"
+
+
+def test_an_auditor_sees_the_grader_but_no_other_auditors_verdict(client, walk):
+    shown = walk_as(client, make_user("auditor", AUDITOR), urls_of(*walk))
+    assert not leaks(shown, VERDICT_SECRETS)
+    seen = set().union(*shown.values())
+    assert {"GRADER-RATIONALE-SECRET", "GRADER-VERSION-SECRET", "flag-caps-table"} <= seen, "auditors audit the grader"
+
+
+def test_the_same_walk_shows_a_researcher_the_grader_and_every_annotator(client, researcher, walk):
+    shown = set().union(*walk_as(client, researcher, urls_of(*walk)).values())
+    # Confidence and scores at full precision are markers in case a page ever prints them.
+    assert shown >= set(GRADER_SECRETS + OTHERS_SECRETS) - {"grade-rank", "918273", "876543", "0.877"}
+
+
+def test_the_auditor_who_gave_the_verdict_sees_it(client, walk):
+    group, grading, item = walk
+    client.force_login(item.verdicts.get().auditor)
+    assert "OTHER-AUDITOR-NOTES-SECRET" in client.get(reverse("audit_item", args=[item.pk])).content.decode()
+
+
+def test_once_the_annotator_ranks_the_group_the_grader_and_the_others_are_shown(client, annotator, walk):
+    group, grading, _ = walk
+    save(group, annotator, PASSING)
     client.force_login(annotator)
     html = client.get(reverse("group", args=[group.pk])).content.decode()
     assert "GRADER-RATIONALE-SECRET" in html
     assert client.get(reverse("grading_detail", args=[grading.pk])).status_code == 200
+    history = client.get(reverse("ranking_history", args=[group.pk])).content.decode()
+    assert "OTHER-ANNOTATOR-RATIONALE-SECRET" in history

@@ -6,9 +6,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from tests.webapp.annotationdata import grade, review_batch, set_policy
 from webapp.grading.services import grading_launch
 from webapp.grading.worker import gradings_process
-from webapp.models import Grading, GradingRun, GradingTranscript
+from webapp.models import Grading, GradingRun, GradingTranscript, Group
 
 pytestmark = pytest.mark.django_db
 
@@ -40,10 +41,26 @@ def test_it_refuses_users_without_a_role(client, outsider, sample_batch):
     assert login(client, outsider).get(panel(sample_batch)).status_code == 403
 
 
-@pytest.mark.parametrize("role", ["researcher", "annotator", "auditor"])
-def test_every_role_may_read_it(client, request, role, sample_batch):
-    response = login(client, request.getfixturevalue(role)).get(panel(sample_batch))
-    assert response.status_code == 200
+@pytest.fixture
+def blind_graded(tmp_path):
+    """A blind batch whose grading flags a ranked trajectory with a flag the config caps."""
+    group = Group.objects.get(batch=review_batch(tmp_path), group_id="task-1")
+    set_policy(group.batch, blind=True)
+    grade(group, flags={"t4": ["edits_tests"]})
+    return group.batch
+
+
+def test_a_blind_annotator_reads_the_progress_and_is_told_the_results_are_hidden(client, annotator, blind_graded):
+    body = login(client, annotator).get(panel(blind_graded)).content.decode()
+    assert "1 of 1 mixed groups have a grader ranking" in body
+    assert "The grader's results are hidden: the rankings of batch review are hidden from you" in body
+    assert "flag-caps-table" not in body and "test-1" not in body  # the capped flag's row, the grader version
+
+
+@pytest.mark.parametrize("role", ["researcher", "auditor"])
+def test_researchers_and_auditors_read_the_grader_results(client, request, role, blind_graded):
+    body = login(client, request.getfixturevalue(role)).get(panel(blind_graded)).content.decode()
+    assert "flag-caps-table" in body and "test-1" in body and "The grader's results are hidden" not in body
 
 
 def test_without_htmx_it_is_a_full_page_and_with_htmx_a_fragment(client, researcher, sample_batch):
