@@ -26,36 +26,94 @@ def positions(tiers: Tiers) -> dict[str, int]:
     return {item: index for index, tier in enumerate(tiers) for item in tier}
 
 
-def _pairs(a: Tiers, b: Tiers) -> list[tuple[int, int]]:
-    """Sign of each common pair's order in a and in b: -1, 0 (tied) or 1."""
+def _common_positions(a: Tiers, b: Tiers) -> tuple[np.ndarray, np.ndarray]:
+    """The tier index in a and in b of each item both contain, in item order."""
     pa, pb = positions(a), positions(b)
     common = sorted(pa.keys() & pb.keys())
-    return [
-        (_sign(pa[x] - pa[y]), _sign(pb[x] - pb[y])) for x, y in combinations(common, 2)
-    ]
+    return (np.fromiter((pa[i] for i in common), dtype=np.int64, count=len(common)),
+            np.fromiter((pb[i] for i in common), dtype=np.int64, count=len(common)))
 
 
-def _sign(x: int) -> int:
-    return (x > 0) - (x < 0)
+@dataclass(frozen=True)
+class PairCounts:
+    """Over the pairs of items two rankings have in common (x and y their positions, lower
+    better): sum of sign(x_i - x_j) * sign(y_i - y_j), the pairs each ranking orders, and the
+    pairs the first orders and the second ties."""
+
+    concordant_minus_discordant: int
+    untied_a: int
+    untied_b: int
+    tied_b_only: int
+
+
+def pair_counts(x: np.ndarray, y: np.ndarray) -> PairCounts:
+    """`PairCounts` of positions `x` and `y` (integer arrays, one entry per item) in
+    O(n log^2 n), not pairwise: tied pairs from the counts of equal values, discordant ones
+    as the inversions of y ordered by (x, y), concordant the rest of the pairs untied in both.
+
+    >>> pair_counts(np.array([0, 1, 2]), np.array([0, 2, 1]))
+    PairCounts(concordant_minus_discordant=1, untied_a=3, untied_b=3, tied_b_only=0)
+    """
+    n = x.size
+    pairs = n * (n - 1) // 2
+    tied_a, tied_b = _tied_pairs(x), _tied_pairs(y)
+    tied_both = _tied_pairs(x * (int(y.max(initial=0)) + 1) + y)  # positions are small: one key per (x, y)
+    discordant = _inversions(y[np.lexsort((y, x))])
+    concordant = pairs - tied_a - tied_b + tied_both - discordant
+    return PairCounts(concordant - discordant, pairs - tied_a, pairs - tied_b, tied_b - tied_both)
+
+
+def _tied_pairs(values: np.ndarray) -> int:
+    counts = np.unique(values, return_counts=True)[1]
+    return int((counts * (counts - 1) // 2).sum())
+
+
+def _inversions(values: np.ndarray) -> int:
+    """Pairs i < j with values[i] > values[j] (non-negative integers), by merging sorted runs
+    bottom-up: at each level every right run counts the values of its left run above each of
+    its own, all runs at once (runs are kept apart by an offset per merged pair)."""
+    n = values.size
+    if n < 2:
+        return 0
+    span = int(values.max()) + 1
+    index = np.arange(n)
+    runs = values.astype(np.int64)
+    count, width = 0, 1
+    while width < n:
+        merged = index // (2 * width)
+        keyed = runs + merged * span
+        right = (index // width) % 2 == 1
+        left = keyed[~right]  # sorted: each left run is, and the offsets keep them in order
+        ends = np.searchsorted(left, (merged[right] + 1) * span, side="left")  # past its left run
+        count += int((ends - np.searchsorted(left, keyed[right], side="right")).sum())
+        runs = np.sort(keyed) - merged * span
+        width *= 2
+    return count
 
 
 def kendall_tau(a: Tiers, b: Tiers) -> float | None:
     """Kendall's tau-b (ties in either ranking allowed); None when undefined:
     fewer than two common items, or one ranking ties them all."""
-    pairs = _pairs(a, b)
-    concordant_minus_discordant = sum(sa * sb for sa, sb in pairs)
-    untied_a = sum(1 for sa, _ in pairs if sa)
-    untied_b = sum(1 for _, sb in pairs if sb)
-    if not untied_a or not untied_b:
+    counts = pair_counts(*_common_positions(a, b))
+    if not counts.untied_a or not counts.untied_b:
         return None
-    return concordant_minus_discordant / sqrt(untied_a * untied_b)
+    return counts.concordant_minus_discordant / sqrt(counts.untied_a * counts.untied_b)
 
 
 def pairwise_accuracy(*, reference: Tiers, predicted: Tiers) -> float | None:
     """Of the pairs the reference orders, the share the prediction orders the same
     way; a pair the prediction ties counts half. None if the reference orders none."""
-    scores = [1.0 if sr == sp else 0.5 if sp == 0 else 0.0 for sr, sp in _pairs(reference, predicted) if sr]
-    return sum(scores) / len(scores) if scores else None
+    counts = pair_counts(*_common_positions(reference, predicted))
+    return _pairwise_accuracy(counts)
+
+
+def _pairwise_accuracy(counts: PairCounts) -> float | None:
+    if not counts.untied_a:
+        return None
+    # the pairs both order: concordant + discordant; their difference is counted too
+    untied_both = counts.untied_a - counts.tied_b_only
+    concordant = (untied_both + counts.concordant_minus_discordant) // 2
+    return (concordant + 0.5 * counts.tied_b_only) / counts.untied_a
 
 
 def top1_agreement(*, reference: Tiers, predicted: Tiers) -> bool | None:
@@ -352,9 +410,16 @@ def rank_correlation_with(
 
 # --- many groups at once ---------------------------------------------------------------
 # The dashboard measures tens of thousands of groups; per-group calls spend their time in
-# numpy's per-call overhead. These take every group at once, padded to the widest: (G, K)
-# arrays with a `valid` mask, NaN where a measure is undefined, and give the per-group
-# functions' values (tests compare them on random cases).
+# numpy's per-call overhead. These take every group at once, in blocks of groups of about
+# the same size, each padded to its widest: (G, K) arrays with a `valid` mask (and for the
+# pairwise measures (G, K, K) ones), NaN where a measure is undefined, and give the
+# per-group functions' values (tests compare them on random cases). A block holds at most
+# BLOCK_CELLS cells, so memory is bounded by the widest group alone, never by a batch's
+# group count times it; a group too wide for pairwise arrays (over PAIRWISE_WIDTH
+# items) is measured alone through `pair_counts`.
+
+BLOCK_CELLS = 1 << 20  # cells of one block's largest array: 8 MiB of float64
+PAIRWISE_WIDTH = 256  # widest group measured through (K, K) arrays; wider ones through sorting
 
 
 @dataclass(frozen=True)
@@ -367,17 +432,46 @@ class GroupAgreements:
     spearman: np.ndarray
 
 
+def blocks(widths: Sequence[int], cells: Callable[[int], int] = lambda width: width) -> list[np.ndarray]:
+    """The indices of `widths` (a row's length each) in blocks of rows of about the same
+    width, narrowest first, each with at most BLOCK_CELLS `cells(widest) * rows` (a row
+    wider than that alone)."""
+    widths = np.asarray(widths, dtype=np.int64)
+    order = np.argsort(widths, kind="stable")
+    out, start = [], 0
+    while start < order.size:
+        stop = start + 1
+        while stop < order.size and cells(int(widths[order[stop]])) * (stop + 1 - start) <= BLOCK_CELLS:
+            stop += 1
+        out.append(order[start:stop])
+        start = stop
+    return out
+
+
 def group_agreement_many(pairs: Sequence[tuple[Tiers, Tiers]]) -> GroupAgreements:
     """`group_agreement(reference, predicted)` of each pair, computed for all pairs at once."""
     rows_a, rows_b, empty = [], [], []
     for reference, predicted in pairs:
-        pa, pb = positions(reference), positions(predicted)
-        common = sorted(pa.keys() & pb.keys())
-        rows_a.append([pa[i] for i in common])
-        rows_b.append([pb[i] for i in common])
+        a, b = _common_positions(reference, predicted)
+        rows_a.append(a)
+        rows_b.append(b)
         empty.append(not reference or not predicted)
-    a, valid = padded(rows_a)
-    b, _ = padded(rows_b)
+    out = GroupAgreements(*(np.full(len(pairs), np.nan) for _ in range(4)))
+    for index in blocks([a.size for a in rows_a], cells=lambda width: width * width):
+        if rows_a[index[-1]].size > PAIRWISE_WIDTH:
+            for i in index:
+                _agreement_by_sorting(out, i, rows_a[i], rows_b[i])
+            continue
+        a, valid = padded([rows_a[i] for i in index])
+        b, _ = padded([rows_b[i] for i in index])
+        for name, values in zip(("tau", "pairwise", "top1", "spearman"), _agreement_block(a, b, valid), strict=True):
+            getattr(out, name)[index] = values
+    out.top1[np.asarray(empty, dtype=bool)] = np.nan
+    return out
+
+
+def _agreement_block(a: np.ndarray, b: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(tau, pairwise, top1, spearman) of each row of positions `a`, `b` (G, K), pairwise."""
     upper = np.triu(np.ones((a.shape[1], a.shape[1]), dtype=bool), 1)
     both = valid[:, :, None] & valid[:, None, :] & upper  # each common pair once
     sa = np.sign(a[:, :, None] - a[:, None, :]) * both
@@ -390,9 +484,21 @@ def group_agreement_many(pairs: Sequence[tuple[Tiers, Tiers]]) -> GroupAgreement
     tau[(untied_a == 0) | (untied_b == 0)] = np.nan
     pairwise[untied_a == 0] = np.nan
     top1 = (valid & (a == 0) & (b == 0)).any(axis=1).astype(np.float64)
-    top1[np.asarray(empty, dtype=bool)] = np.nan
     spearman_ = pearson_many(average_ranks_many(a, valid), average_ranks_many(b, valid), valid)
-    return GroupAgreements(tau=tau, pairwise=pairwise, top1=top1, spearman=spearman_)
+    return tau, pairwise, top1, spearman_
+
+
+def _agreement_by_sorting(out: GroupAgreements, i: int, a: np.ndarray, b: np.ndarray) -> None:
+    """Entry `i` of `out` for one wide group: `pair_counts` instead of (K, K) arrays."""
+    counts = pair_counts(a, b)
+    if counts.untied_a and counts.untied_b:
+        out.tau[i] = counts.concordant_minus_discordant / sqrt(counts.untied_a * counts.untied_b)
+    pairwise = _pairwise_accuracy(counts)
+    out.pairwise[i] = np.nan if pairwise is None else pairwise
+    out.top1[i] = float(bool(((a == 0) & (b == 0)).any()))
+    valid = np.ones((1, a.size), dtype=bool)
+    out.spearman[i] = pearson_many(average_ranks_many(a[None, :], valid), average_ranks_many(b[None, :], valid),
+                                   valid)[0]
 
 
 def padded(rows: Sequence[Sequence[float]], dtype=np.int64) -> tuple[np.ndarray, np.ndarray]:
@@ -406,12 +512,25 @@ def padded(rows: Sequence[Sequence[float]], dtype=np.int64) -> tuple[np.ndarray,
 
 
 def average_ranks_many(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """`average_ranks` of each row's valid entries (0 where not valid)."""
-    other = valid[:, None, :]
-    below = ((values[:, None, :] < values[:, :, None]) & other).sum(axis=2)
-    equal = ((values[:, None, :] == values[:, :, None]) & other).sum(axis=2)
-    # as average_ranks: the last rank of the ties, less half their spread
-    return np.where(valid, (below + equal) - (equal - 1) / 2, 0.0)
+    """`average_ranks` of each row's valid entries (0 where not valid), by sorting each row:
+    an entry's rank is the end of its run of equal values, less half the run's spread."""
+    if not values.size:
+        return np.zeros(values.shape)
+    order = np.lexsort((values, ~valid), axis=1)  # each row: valid entries first, ascending
+    ordered = np.take_along_axis(values, order, axis=1)
+    kept = np.take_along_axis(valid, order, axis=1)
+    position = np.broadcast_to(np.arange(values.shape[1]), values.shape)
+    starts = np.ones(values.shape, dtype=bool)  # where a run of equal valid values starts
+    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    start = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
+    ends = np.ones(values.shape, dtype=bool)  # where one ends
+    ends[:, :-1] = starts[:, 1:] | ~kept[:, 1:]
+    end = np.flip(np.minimum.accumulate(np.flip(np.where(ends, position + 1, values.shape[1]), axis=1), axis=1),
+                  axis=1)
+    ranks = np.zeros(values.shape)
+    # as average_ranks: the last rank of the ties (values at most this one), less half their spread
+    np.put_along_axis(ranks, order, np.where(kept, end - (end - start - 1) / 2, 0.0), axis=1)
+    return ranks
 
 
 def pearson_many(x: np.ndarray, y: np.ndarray, valid: np.ndarray) -> np.ndarray:
@@ -431,6 +550,17 @@ def rank_correlation_many(ranks: np.ndarray, values: np.ndarray, valid: np.ndarr
     """Per row (a group), the Spearman correlation `rank_correlation_with` averages: the
     Pearson correlation of the average ranks of its valid ranks and values; NaN where undefined."""
     return pearson_many(average_ranks_many(ranks, valid), average_ranks_many(values, valid), valid)
+
+
+def rank_correlation_rows(ranks: Sequence[Sequence[float]], values: Sequence[Sequence[float]]) -> np.ndarray:
+    """`rank_correlation_many` of rows of unequal length (one group each), padded a block of
+    groups of about the same size at a time."""
+    out = np.full(len(ranks), np.nan)
+    for index in blocks([len(row) for row in ranks]):
+        r, valid = padded([ranks[i] for i in index], dtype=np.float64)
+        v, _ = padded([values[i] for i in index], dtype=np.float64)
+        out[index] = rank_correlation_many(r, v, valid)
+    return out
 
 
 BOOTSTRAP_ROWS = 100  # resamples drawn and averaged at a time: a (100 x n) block stays in cache

@@ -17,6 +17,7 @@ Traceback (most recent call last):
 grading.rankings.InvalidRanking: passing but not ranked: c
 """
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 
 FLAGS = (
@@ -46,7 +47,7 @@ def validate_ranking(
     seen: list[str] = [t for tier in tiers for t in tier]
     expected = set(passing_ids)
     problems = []
-    duplicates = sorted({t for t in seen if seen.count(t) > 1})
+    duplicates = sorted(t for t, n in Counter(seen).items() if n > 1)
     if duplicates:
         problems.append(f"ranked more than once: {', '.join(duplicates)}")
     unknown = sorted(set(seen) - expected)

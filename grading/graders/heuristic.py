@@ -28,6 +28,7 @@ import json
 import math
 import re
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -38,10 +39,11 @@ from grading.diffs import (
     DELETES_TESTS,
     STRAY_FILE,
     WHITESPACE_ONLY,
+    EquivalenceClass,
     FileDiff,
     ParsedPatch,
     change_key,
-    equivalence_classes,
+    classes_by_key,
     parse_patch,
     unique_files,
 )
@@ -233,9 +235,11 @@ def _log_ratio(value: int | None, least: int | None) -> float:
     return math.log2(max(value, 1) / max(least, 1))
 
 
-def _names(items: Sequence[str], quote: bool = False) -> str:
+def _names(items: Sequence[str], quote: bool = False, total: int | None = None) -> str:
+    """The first MAX_NAMED of `items` and how many more; `total`: how many there are, when
+    `items` holds only the first few."""
     shown = [f'"{item}"' if quote else item for item in items[:MAX_NAMED]]
-    more = len(items) - MAX_NAMED
+    more = (len(items) if total is None else total) - MAX_NAMED
     return ", ".join(shown) + (f", +{more} more" if more > 0 else "")
 
 
@@ -345,11 +349,9 @@ class HeuristicGrader(Grader):
 
     def rank(self, group: GroupView) -> Grade:
         started = time.perf_counter()
-        features, terms, penalties = self.assess(group)
+        features, terms, penalties, keys = self._assess(group)
         tiers = tiers_from_penalties(penalties)
-        same_change = {tid: cls.members for cls in equivalence_classes({t.trajectory_id: t.patch
-                                                                         for t in group.passing})
-                       for tid in cls.members}
+        same_change = {tid: cls.members for cls in _same_changes(group, keys) for tid in cls.members}
         flags = {tid: tuple(sorted({flag for t in ts for flag in t.flags})) for tid, ts in terms.items()}
         return Grade(
             tiers=tiers,
@@ -370,20 +372,29 @@ class HeuristicGrader(Grader):
     def assess(self, group: GroupView):
         """Features, penalty terms and penalties of the passing trajectories, by id (the
         agentic grader's evidence tools show them too, grading/evidence.py)."""
+        return self._assess(group)[:3]
+
+    def _assess(self, group: GroupView):
+        """`assess`, and each passing trajectory's change key. A patch text is parsed once,
+        however many trajectories made it (runs of one agent often repeat a change)."""
         passing = group.passing
-        parsed = {t.trajectory_id: parse_patch(t.patch) for t in passing}
+        by_text: dict[str, ParsedPatch] = {}
+        for t in passing:
+            if t.patch not in by_text:
+                by_text[t.patch] = parse_patch(t.patch)
+        parsed = {t.trajectory_id: by_text[t.patch] for t in passing}
         features = {t.trajectory_id: patch_features(parsed[t.trajectory_id], t.metrics, group.statement)
                     for t in passing}
+        keys = {t.trajectory_id: change_key(parsed[t.trajectory_id], t.patch) for t in passing}
         if len(passing) > 1:
             for tid, paths in unique_files(parsed, among=list(parsed)).items():
                 f = features[tid]
                 f.unneeded_files = sorted(p for p in paths if p not in f.stray_files
                                           and not parsed[tid].file(p).is_test)
-            _consensus(features, {t.trajectory_id: change_key(parsed[t.trajectory_id], t.patch)
-                                  for t in passing})
+            _consensus(features, keys)
         terms = self._terms(features)
         penalties = {tid: round(sum(t.points for t in ts), 4) for tid, ts in terms.items()}
-        return features, terms, penalties
+        return features, terms, penalties, keys
 
     @staticmethod
     def _terms(features: Mapping[str, Features]) -> dict[str, list[Term]]:
@@ -398,9 +409,10 @@ class HeuristicGrader(Grader):
         n = sum(len(tier) for tier in tiers)
         position = 1
         for tier in tiers:
+            reasons = _tie_reasons(tier, same_change) if len(tier) > 1 else {}
             for tid in tier:
                 f = features[tid]
-                tied = f", {_tie_reason(tid, tier, same_change)}" if len(tier) > 1 else ""
+                tied = f", {reasons[tid]}" if reasons else ""
                 head = (f"rank {position} of {n}{tied}, penalty {penalties[tid]:.2f}" if n > 1
                         else "the only passing trajectory")
                 decisive = [t.text for t in terms[tid] if t.points >= 0.05]
@@ -431,30 +443,58 @@ def _consensus(features: Mapping[str, Features], keys: Mapping[str, object]) -> 
     """Fill in `other_changes` and `unshared_added`: per fix, over the other distinct
     changes that add code (one per change key, so repeats of one change count once; a
     change that only deletes, or does not parse, offers nothing to agree with), the mean
-    share of its added lines each of them does not add."""
-    distinct = {}
+    share of its added lines each of them does not add.
+
+    Counted line by line, not change by change: each other change lacks a line unless it
+    adds it, so the lines lacking, summed over the others, are per line the number of other
+    changes less those that add it. One count per line over the distinct changes makes it
+    linear in the lines of the group (a group of 20,000 passing fixes compared pairwise is
+    4e8 set differences); tests hold it to the pairwise definition."""
+    distinct: dict[object, frozenset[str]] = {}
     for tid, key in keys.items():
         if features[tid].added_lines:
             distinct.setdefault(key, features[tid].added_lines)
+    adding = Counter(line for lines in distinct.values() for line in lines)  # distinct changes adding each line
     for tid, f in features.items():
-        others = [lines for key, lines in distinct.items() if key != keys[tid]]
-        f.other_changes = len(others)
+        own = distinct.get(keys[tid], frozenset())  # its own change, counted in `adding`, is not an other
+        others = len(distinct) - (keys[tid] in distinct)
+        f.other_changes = others
         if others and f.added_lines:
-            f.unshared_added = sum(len(f.added_lines - lines) for lines in others) / (
-                len(others) * len(f.added_lines))
+            lacking = sum(others - adding[line] + (line in own) for line in f.added_lines)
+            f.unshared_added = lacking / (others * len(f.added_lines))
 
 
-def _tie_reason(tid: str, tier: Sequence[str], same_change: Mapping[str, Sequence[str]]) -> str:
-    """Why `tid` shares its tier: the same change as some of the others, or evidence too
-    close to separate them."""
-    others = [other for other in tier if other != tid]
-    same = [other for other in others if other in same_change.get(tid, ())]
-    if len(same) == len(others):
-        return f"tied with {_names(others)}: the same change"
-    if same:
-        return (f"tied with {_names(others)}: the same change as {_names(same)}, "
-                f"penalties within {TIE_TOLERANCE} of the rest")
-    return f"tied with {_names(others)}: penalties within {TIE_TOLERANCE}, equal evidence"
+def _same_changes(group: GroupView, keys: Mapping[str, object]) -> list[EquivalenceClass]:
+    """`equivalence_classes` of the passing patches, from the change keys `_assess` made."""
+    return classes_by_key({t.trajectory_id: (t.patch, keys[t.trajectory_id]) for t in group.passing})
+
+
+def _tie_reasons(tier: Sequence[str], same_change: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """Why each of `tier` shares it: the same change as some of the others, or evidence too
+    close to separate them. Names at most MAX_NAMED of them, so each reason is built from the
+    first few of the tier and of its change's members in it: linear in the tier's size."""
+    def change(tid: str) -> str:  # names a change by its first member
+        return same_change[tid][0] if tid in same_change else tid
+
+    in_tier: dict[str, list[str]] = {}  # by change: its members in this tier, in tier order
+    for tid in tier:
+        in_tier.setdefault(change(tid), []).append(tid)
+    head = list(tier[:MAX_NAMED + 1])
+    out = {}
+    for tid in tier:
+        others = [other for other in head if other != tid][:MAX_NAMED]
+        n_others = len(tier) - 1
+        members = in_tier[change(tid)]
+        same = [other for other in members[:MAX_NAMED + 1] if other != tid][:MAX_NAMED]
+        n_same = len(members) - 1
+        if n_same == n_others:
+            out[tid] = f"tied with {_names(others, total=n_others)}: the same change"
+        elif n_same:
+            out[tid] = (f"tied with {_names(others, total=n_others)}: the same change as "
+                        f"{_names(same, total=n_same)}, penalties within {TIE_TOLERANCE} of the rest")
+        else:
+            out[tid] = f"tied with {_names(others, total=n_others)}: penalties within {TIE_TOLERANCE}, equal evidence"
+    return out
 
 
 def confidence(tiers: Sequence[Sequence[str]], penalties: Mapping[str, float]) -> float:

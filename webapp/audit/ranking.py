@@ -22,8 +22,7 @@ from grading.agreement import (
     Estimate,
     group_agreement_many,
     mean_estimates,
-    padded,
-    rank_correlation_many,
+    rank_correlation_rows,
     top1_share,
 )
 from grading.evaluation import PROXY_LABEL, ReferenceGroup, proxy_tiers, usable
@@ -275,11 +274,7 @@ def _bias(by_group: dict[int, _Graded], data: dict[int, _Group]) -> dict[str, Es
             if kept:
                 columns[key][0].append([rank for rank, _ in kept])
                 columns[key][1].append([value for _, value in kept])
-    per_group = []
-    for key, _ in COVARIATES:
-        ranks, valid = padded(columns[key][0], dtype=np.float64)
-        values, _ = padded(columns[key][1], dtype=np.float64)
-        per_group.append(rank_correlation_many(ranks, values, valid))
+    per_group = [rank_correlation_rows(*columns[key]) for key, _ in COVARIATES]
     return dict(zip((key for key, _ in COVARIATES), mean_estimates(per_group), strict=True))
 
 
