@@ -1,4 +1,17 @@
-"""Thin tasks: primary keys in, one service call, nothing returned (the rows hold the state)."""
+"""Thin tasks: primary keys in, one service call, nothing returned (the rows hold the state).
+
+A task fails alone. Each service records its own job's failure with the reason (a grading
+run's gradings, an export, a part of the audit figures); whatever still gets out of one, but
+a lost database connection (retried), stops here: logged, and the task ends like any other,
+its message acknowledged. A MemoryError above all must not get out: Celery's worker process
+re-raises one that a pool process reports (celery.worker.request.Request.on_failure, "Process
+got: ..."), so the whole worker exited ("Unrecoverable error: MemoryError") without
+acknowledging the message (acks_late), and the broker handed it to the next worker, which
+died of it in turn while every other task waited behind it.
+"""
+
+import functools
+import logging
 
 from django.db import InterfaceError, OperationalError
 
@@ -10,9 +23,12 @@ from webapp.jobs import AUDIT_FIGURES_TASK, EXPORT_TASK, GRADE_TASK, RENDER_TASK
 from webapp.review.renders import batch_render, renders_sweep
 from webapp.search.services import batch_index, index_sweep
 
+log = logging.getLogger(__name__)
+
 # A lost database connection is weather: the task runs again, backing off, on a new one.
+DATABASE_ERRORS = (OperationalError, InterfaceError)
 RETRY_ON_DATABASE_ERRORS = dict(
-    autoretry_for=(OperationalError, InterfaceError),
+    autoretry_for=DATABASE_ERRORS,
     retry_backoff=5,
     retry_backoff_max=300,
     retry_jitter=True,
@@ -20,37 +36,58 @@ RETRY_ON_DATABASE_ERRORS = dict(
 )
 
 
+def fails_alone(task):
+    """The task's boundary: what `task` raises, but a database error, is logged and ends it."""
+    @functools.wraps(task)
+    def run(**kwargs) -> None:
+        try:
+            task(**kwargs)
+        except DATABASE_ERRORS:
+            raise
+        except Exception as error:  # MemoryError included: see the module's docstring
+            log.exception("task %s(%s) failed, alone: %s: %s", task.__name__,
+                          ", ".join(f"{k}={v!r}"[:200] for k, v in kwargs.items()), type(error).__name__, error)
+    return run
+
+
 @app.task(name=GRADE_TASK, **RETRY_ON_DATABASE_ERRORS)
+@fails_alone
 def grade(*, grading_ids: list[int]) -> None:
     """Grade the queued ones among `grading_ids`; the rest were claimed elsewhere or are finished."""
     gradings_process(grading_ids=grading_ids)
 
 
 @app.task(name=EXPORT_TASK, **RETRY_ON_DATABASE_ERRORS)
+@fails_alone
 def export(*, export_id: int) -> None:
     """Build the export if it is still queued; otherwise it was claimed elsewhere or is finished."""
     export_build(export_id)
 
 
 @app.task(name=RENDER_TASK, **RETRY_ON_DATABASE_ERRORS)
+@fails_alone
 def render(*, batch_id: int) -> None:
-    """Render the batch's patches for the group page, those not stored yet."""
+    """Render the batch's patches for the group page, those not stored yet (a cache: one that
+    fails is rendered when its group is first shown)."""
     batch_render(batch_id)
 
 
 @app.task(name=SEARCH_INDEX_TASK, **RETRY_ON_DATABASE_ERRORS)
+@fails_alone
 def search_index(*, batch_id: int) -> None:
     """Index the batch's trajectories for search, those not indexed yet."""
     batch_index(batch_id)
 
 
 @app.task(name=AUDIT_FIGURES_TASK, **RETRY_ON_DATABASE_ERRORS)
+@fails_alone
 def audit_figures() -> None:
     """Recompute the audit dashboard's requested figures."""
     figures_refresh()
 
 
 @app.task(name=SWEEP_TASK)
+@fails_alone
 def sweep() -> None:
     gradings_sweep()
     exports_sweep()

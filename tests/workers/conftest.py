@@ -38,12 +38,12 @@ def database_url() -> str:
 
 
 class Worker:
-    """One `celery worker` process group; `log` holds its output."""
+    """One `celery worker` process group of the Celery app in the module `app`; `log` holds its output."""
 
     ready = b" ready."
 
-    def __init__(self, env: dict, log: Path, *, concurrency: int = 2):
-        self.env, self.log, self.concurrency = env, log, concurrency
+    def __init__(self, env: dict, log: Path, *, concurrency: int = 2, app: str = "workers"):
+        self.env, self.log, self.concurrency, self.app = env, log, concurrency, app
         self.proc = None
 
     def command(self) -> list[str]:
@@ -54,7 +54,7 @@ class Worker:
         offset = self.log.stat().st_size if self.log.exists() else 0
         self._out = self.log.open("ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "workers", *self.command()],
+            [sys.executable, "-m", "celery", "-A", self.app, *self.command()],
             cwd=ROOT, env=self.env, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True,
         )
         deadline = time.monotonic() + timeout
@@ -199,11 +199,12 @@ def filesystem_broker(tmp_path):
 
 @pytest.fixture
 def workers(tmp_path):
-    """Start workers with `workers(env)` (`beat=True`: celery beat); all are stopped at the end of the test."""
+    """Start workers with `workers(env)` (`beat=True`: celery beat; `app`: the module of another
+    Celery app); all are stopped at the end of the test."""
     started = []
 
-    def start(env, *, concurrency=2, log="worker.log", beat=False):
-        worker = (Beat if beat else Worker)(env, tmp_path / log, concurrency=concurrency).start()
+    def start(env, *, concurrency=2, log="worker.log", beat=False, app="workers"):
+        worker = (Beat if beat else Worker)(env, tmp_path / log, concurrency=concurrency, app=app).start()
         started.append(worker)
         return worker
 

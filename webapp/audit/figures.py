@@ -66,6 +66,7 @@ DONE = Grading.Status.DONE
 MEASURES = (("kendall_tau", "Kendall tau-b"), ("pairwise_accuracy", "pairwise accuracy"), ("top1", "top-1"),
             ("spearman", "Spearman rho"))
 DRIFT_MEASURES = MEASURES[:3]
+DRIFT = "the gold set's drift"
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ class Dashboard:
     drift: Drift | None = None  # None: never computed yet
     updating: datetime | None = None  # the oldest stale part shown was computed then
     computing: list[str] = field(default_factory=list)  # versions (and the drift) not computed yet
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (version or the drift, why) whose recompute failed
 
 
 @dataclass(frozen=True)
@@ -162,8 +164,9 @@ def dashboard(batch: Batch | None, versions: list[Version], *, all_versions: lis
     """The stored figures of the selected `versions` over `batch` (None: every batch), and the
     gold set's drift over `all_versions` (the batch's, in time order), without computing the
     costly ones: a stale part is shown and `updating` says since when, a part never computed
-    is not (`computing`); both are queued for the worker. The verdict rates, cheap, are
-    brought up to date here."""
+    is not (`computing`); both are queued for the worker. A part whose recompute failed on
+    the data as it is now is not queued again: `failed` says why. The verdict rates, cheap,
+    are brought up to date here."""
     names = [v.version for v in versions]
     drift_names = sorted(v.version for v in all_versions)
     marks = watermarks(batch)  # read once for every part
@@ -171,12 +174,17 @@ def dashboard(batch: Batch | None, versions: list[Version], *, all_versions: lis
     found = refresh.read([_key(kind, batch, version) for kind, version in parts]
                          + [_key("verdicts", batch, v) for v in names])
     verdicts = _current(batch, "verdicts", names, marks, _verdicts, found=found)
-    shown, stale_since, queue = {}, [], []
+    shown, stale_since, queue, failed = {}, [], [], {}
     for kind, version in parts:
         row = found.get(_key(kind, batch, version))
-        if row is not None and row.payload is not None:
+        current = row is not None and row.watermark == refresh.watermark(_mark(kind, version, marks, drift_names))
+        if row is not None and (reason := refresh.failure(row.payload)) is not None:
+            failed.setdefault(version or DRIFT, reason)
+            if current:
+                continue  # failed on this very data: asked for again once it changes
+        elif row is not None and row.payload is not None:
             shown[kind, version] = refresh.decode(PAYLOADS[kind], row.payload)
-            if row.watermark == refresh.watermark(_mark(kind, version, marks, drift_names)):
+            if current:
                 continue
             stale_since.append(row.computed_at)
         if row is None or row.requested_at is None:  # else queued already
@@ -190,8 +198,25 @@ def dashboard(batch: Batch | None, versions: list[Version], *, all_versions: lis
                                    verdicts[v.version]) for v in ready],
         drift=shown.get(("drift", "")) if all_versions else Drift(0, [], []),
         updating=min(stale_since, default=None),
-        computing=[v.version for v in versions if v not in ready] + (
-            ["the gold set's drift"] if all_versions and ("drift", "") not in shown else []))
+        computing=[v.version for v in versions if v not in ready and v.version not in failed] + (
+            [DRIFT] if all_versions and ("drift", "") not in shown and DRIFT not in failed else []),
+        failed=sorted(failed.items()))
+
+
+def record_failure(batch: Batch | None, parts: list[tuple[str, str]], error: BaseException) -> None:
+    """Store that computing `parts` ((kind, version)) over `batch` failed with `error`, under
+    the watermark of the data now (webapp.audit.refresh); a part stored current before the
+    failure keeps its figures."""
+    marks = watermarks(batch)
+    drift_names = sorted(v.version for v in grader_versions(batch)) if any(k == "drift" for k, _ in parts) else []
+    current = {(kind, version): refresh.watermark(_mark(kind, version, marks, drift_names)) for kind, version in parts}
+    found = refresh.read([_key(kind, batch, version) for kind, version in parts])
+    failed = {}
+    for (kind, version), mark in current.items():
+        row = found.get(_key(kind, batch, version))
+        if row is None or row.watermark != mark or row.payload is None or refresh.failure(row.payload) is not None:
+            failed[kind, batch.pk if batch else None, version] = mark
+    refresh.store_failed(failed, f"{type(error).__name__}: {error}")
 
 
 def ranking_figures(batch: Batch | None, versions: list[str], *, marks: Watermarks | None = None
@@ -247,7 +272,8 @@ def _current(batch: Batch | None, kind: str, versions: list[str], marks: Waterma
     current = {v: refresh.watermark(_mark(kind, v, marks, drift_names)) for v in versions}
     found = refresh.read(list(keys.values())) if found is None else found
     out = {v: refresh.decode(PAYLOADS[kind], found[keys[v]].payload) for v in versions
-           if keys[v] in found and found[keys[v]].payload is not None and found[keys[v]].watermark == current[v]}
+           if keys[v] in found and found[keys[v]].payload is not None and found[keys[v]].watermark == current[v]
+           and refresh.failure(found[keys[v]].payload) is None}
     stale = [v for v in versions if v not in out]
     if stale:
         computed = compute(batch, stale)

@@ -12,6 +12,11 @@ worker's task recomputes every requested part (webapp.audit.services.figures_ref
 sends itself again, after a pause, while writes keep requesting parts. A message the broker
 did not take (logged) or a worker that died is made up for by the sweep: it sends again for
 parts requested over a minute ago (webapp.audit.services.figures_sweep).
+
+A recompute that fails (a bug, the data of one batch too much for a worker) fails alone: the
+parts it was computing hold {"failed": reason} with the watermark of the data it failed on,
+the others are computed as usual, and the dashboard says why instead of asking for it again;
+the next write that changes their data requests them again.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from webapp.models import AuditFigures
 
 log = logging.getLogger(__name__)
 
+FAILED = "failed"  # the only key of a part's payload when its recompute failed
+FAILURE_CHARS = 2000
 LOST_AFTER = timedelta(minutes=1)  # a part requested this long ago: its message is taken as lost
 REPEAT_AFTER_S = 5  # while writes keep requesting parts, the task runs again this long after it ends
 ALL = "all"
@@ -60,6 +67,19 @@ def store(parts: dict[tuple[str, int | None, str], tuple[str, object]]) -> None:
                       watermark=mark, payload=encode(figures), computed_at=now)
          for (kind, batch_id, version), (mark, figures) in parts.items()],
         update_conflicts=True, unique_fields=["key"], update_fields=["watermark", "payload", "computed_at"])
+
+
+def store_failed(parts: dict[tuple[str, int | None, str], str], reason: str) -> None:
+    """Record that computing `parts` (by (kind, batch pk, version): the watermark of the data it
+    failed on) failed for `reason`, in place of their figures."""
+    store({part: (mark, {FAILED: reason[:FAILURE_CHARS]}) for part, mark in parts.items()})
+
+
+def failure(payload) -> str | None:
+    """Why a part's last recompute failed; None when it holds figures, or nothing yet."""
+    if isinstance(payload, dict) and set(payload) == {FAILED}:
+        return payload[FAILED]
+    return None
 
 
 def request(parts: list[tuple[str, int | None, str]], *, stored: set[str]) -> None:

@@ -7,7 +7,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Sequence
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from webapp.audit import figures, refresh
@@ -105,7 +105,10 @@ def gold_unmark(*, group: Group, user) -> bool:
 def figures_refresh() -> None:
     """In a worker: bring every requested part of the dashboard's figures up to date (those
     stale: `figures`' functions compute and store only those), and clear the requests made
-    before it read the data; parts requested meanwhile send the task again."""
+    before it read the data; parts requested meanwhile send the task again. Figures that
+    cannot be computed (a bug, one batch's data too much) fail alone: their parts record why
+    (figures.record_failure) and the others are computed; a lost database connection is
+    raised, for the task to retry."""
     started = timezone.now()
     parts = refresh.requested()
     by_batch: dict[int | None, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
@@ -117,13 +120,35 @@ def figures_refresh() -> None:
             continue  # deleted since: its parts went with it
         batch = batches.get(batch_id)
         marks = figures.watermarks(batch)
-        if ranked := sorted(kinds["agreement"] | kinds["gradings"]):
-            figures.ranking_figures(batch, ranked, marks=marks)
-        if kinds["verdicts"]:
-            figures.verdict_figures(batch, sorted(kinds["verdicts"]), marks=marks)
-        if kinds["drift"]:
-            figures.gold_drift(batch, figures.grader_versions(batch), marks=marks)
+        for computed, compute in _RECOMPUTES:
+            if not any(kinds[kind] for kind in computed):
+                continue
+            try:
+                compute(batch, kinds, marks)
+            except (OperationalError, InterfaceError):
+                raise
+            except Exception as error:  # MemoryError included: one part's data must not stop the others'
+                log.exception("audit figures (%s) of %s failed", ", ".join(computed), batch or "every batch")
+                figures.record_failure(batch, [(kind, version) for kind in computed for version in kinds[kind]],
+                                       error)
     refresh.refreshed(parts, started)
+
+
+def _ranking_figures(batch: Batch | None, kinds: dict[str, set[str]], marks) -> None:
+    figures.ranking_figures(batch, sorted(kinds["agreement"] | kinds["gradings"]), marks=marks)
+
+
+def _verdict_figures(batch: Batch | None, kinds: dict[str, set[str]], marks) -> None:
+    figures.verdict_figures(batch, sorted(kinds["verdicts"]), marks=marks)
+
+
+def _gold_drift(batch: Batch | None, kinds: dict[str, set[str]], marks) -> None:
+    figures.gold_drift(batch, figures.grader_versions(batch), marks=marks)
+
+
+# Each computes and stores parts of these kinds; one that fails leaves the others to be computed.
+_RECOMPUTES = ((("agreement", "gradings"), _ranking_figures), (("verdicts",), _verdict_figures),
+               (("drift",), _gold_drift))
 
 
 def figures_sweep() -> int:

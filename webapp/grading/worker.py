@@ -10,7 +10,9 @@ killed worker's gradings are re-queued by the sweep once the lease runs out,
 while a grading that takes an hour keeps its lease as long as its process lives.
 A transient GraderError puts the grading back in the queue with a backoff until
 its attempts run out, unless its run was cancelled meanwhile (then it is
-cancelled); a permanent one fails it with its message.
+cancelled); a permanent one fails it with its message. Whatever else breaks while
+a run's groups are loaded, graded or written (a MemoryError included) fails that
+run's gradings with the reason, and the chunk's other runs go on.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from celery.exceptions import SoftTimeLimitExceeded
-from django.db import transaction
+from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -91,7 +93,13 @@ def gradings_process(*, grading_ids: Sequence[int]) -> Processed:
         return result
     with lease_renewed(lambda: Grading.objects.filter(status=RUNNING, claim_token=token), f"lease-{token[:8]}"):
         for claims in by_run.values():
-            _process_run(claims, token, result)
+            try:
+                _process_run(claims, token, result)
+            except (OperationalError, InterfaceError, SoftTimeLimitExceeded):
+                raise  # weather, or the task's time: the lease runs out and the sweep queues them again
+            except Exception as error:  # MemoryError included: loading or writing this run's groups broke
+                failed = _unexpected(error)
+                _write(claims, [None] * len(claims), [failed] * len(claims), token, result)
     return result
 
 
