@@ -50,6 +50,7 @@ demo: install
 test: install-llm install-verl
 	bash scripts/services.sh
 	bash scripts/browser.sh
+	bash scripts/sandbox.sh
 	$(MAKE) --no-print-directory lint test-core test-sqlite test-postgres test-trainers
 
 test-core:
@@ -72,6 +73,7 @@ test-trainers: install-verl
 
 test-fast: install-llm
 	bash scripts/services.sh
+	bash scripts/sandbox.sh
 	$(TEST_ENV) GAGAR_DATA_DIR=$(CURDIR)/var/test-sqlite $(PY) -m pytest -q -m "not browser and not slow" \
 		--ignore=tests/trainers
 

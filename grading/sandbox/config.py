@@ -1,0 +1,51 @@
+"""A deployment's choice of sandbox, and the check a worker makes at start."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from grading.sandbox.bwrap import NOBODY, SYSTEM_PATHS, BwrapSandbox
+from grading.sandbox.command import CommandSandbox
+from grading.sandbox.errors import SandboxConfigError
+from grading.sandbox.limits import Limits, RunResult
+
+BACKENDS = ("bwrap", "command")
+
+
+class Sandbox(Protocol):
+    def check(self) -> None:
+        """Raise SandboxConfigError, with the reason, unless this host can run sandboxes."""
+
+    def run(self, workdir: Path, command: list[str] | str, limits: Limits) -> RunResult:
+        """Run `command` in a sandbox whose working folder is `workdir`."""
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """`backend` is one of BACKENDS. `bwrap`, `run_as` and `readonly_paths` configure the
+    `bwrap` backend (bwrap.BwrapSandbox); `template` and `image` the `command` backend
+    (command.CommandSandbox)."""
+
+    backend: str
+    bwrap: str = "bwrap"
+    run_as: int = NOBODY
+    readonly_paths: tuple[str, ...] = SYSTEM_PATHS
+    template: str = ""
+    image: str = ""
+
+
+def make_sandbox(config: SandboxConfig) -> Sandbox:
+    """The sandbox `config` names; SandboxConfigError for an unknown backend or template."""
+    if config.backend == "bwrap":
+        return BwrapSandbox(config.bwrap, config.run_as, config.readonly_paths)
+    if config.backend == "command":
+        return CommandSandbox(config.template, config.image)
+    raise SandboxConfigError(f"sandbox backend {config.backend!r}: not one of {BACKENDS}")
+
+
+def check_backend(config: SandboxConfig) -> None:
+    """What a worker calls at start: raises SandboxConfigError, with the reason, unless
+    the configured sandbox can run here (its program installed, a trial run passing)."""
+    make_sandbox(config).check()

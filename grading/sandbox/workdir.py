@@ -1,0 +1,55 @@
+"""A candidate's private copy of the codebase, with its patch applied."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from grading.sandbox.errors import PatchRefused
+from grading.sandbox.patches import patch_paths
+
+
+def prepare_workdir(codebase: Path, patch: str, *, into: Path) -> Path:
+    """Copy `codebase` (a git checkout or a plain folder) to `into`, a new folder in an
+    existing one, apply `patch` there as `git apply` does, and return `into`.
+
+    The patch is read before anything is copied (`patches.patch_paths`), and each path it
+    names must not lead through a symlink of the codebase that points outside it. It is
+    applied whole or not at all. A patch of nothing but blank lines changes nothing.
+    Raises PatchRefused, with `into` removed, when the patch breaks a rule or does not apply.
+    """
+    paths = patch_paths(patch)
+    if into.exists():
+        raise FileExistsError(f"{into}: a workdir must be a new folder")
+    copied = subprocess.run(["cp", "-a", "--reflink=auto", "--no-target-directory",
+                             str(codebase), str(into)], capture_output=True)
+    if copied.returncode != 0:
+        raise OSError(f"copying {codebase} to {into}: {copied.stderr.decode(errors='replace')}")
+    try:
+        for path in paths:
+            _refuse_symlink_out(into, path)
+        if patch.strip():
+            _git_apply(into, patch)
+    except PatchRefused:
+        shutil.rmtree(into)
+        raise
+    return into
+
+
+def _refuse_symlink_out(tree: Path, path: str) -> None:
+    root = tree.resolve()
+    if not (tree / path).resolve().is_relative_to(root):
+        raise PatchRefused(path, "leads through a symlink out of the tree")
+
+
+def _git_apply(tree: Path, patch: str) -> None:
+    # In a plain folder that lies inside some other repository, git would take that one
+    # as the repository and apply relative to its root; the ceiling stops the search.
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(tree.resolve().parent)}
+    applied = subprocess.run(["git", "apply", "--whitespace=nowarn", "-"], cwd=tree, env=env,
+                             input=patch.encode(), capture_output=True)
+    if applied.returncode != 0:
+        reason = applied.stderr.decode(errors="replace").strip()
+        raise PatchRefused("", f"does not apply: {reason}")

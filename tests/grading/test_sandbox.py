@@ -1,0 +1,205 @@
+"""Commands run contained: each fault below ends with the sandbox's answer named. Both
+backends run the checks that are theirs; the `command` backend is tried with a bwrap
+template, as a team would write one for docker or podman."""
+
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from grading.sandbox import (
+    BwrapSandbox,
+    CommandSandbox,
+    Limits,
+    SandboxConfig,
+    SandboxConfigError,
+    check_backend,
+)
+from grading.sandbox.limits import FAILED, KILLED_MEMORY, KILLED_OUTPUT, PASSED, TIMEOUT
+
+TEMPLATE = ("bwrap --unshare-all --die-with-parent --clearenv --setenv PATH /usr/bin:/bin "
+            "--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind {workdir} /work "
+            "--chdir /work -- {command}")
+QUICK = Limits(wall_seconds=20)
+FORK_BOMB = ("import os, time\nrefused = False\nwhile True:\n    try:\n        os.fork()\n"
+             "    except OSError as error:\n        if not refused:\n"
+             "            print(error, flush=True)\n            refused = True\n"
+             "        time.sleep(0.01)\n")
+CONNECT = ("import socket, sys\nfor address in [('1.1.1.1', 80), ('127.0.0.1', int(sys.argv[1]))]:\n"
+           "    try:\n        socket.create_connection(address, timeout=3)\n"
+           "        print('connected', address)\n"
+           "    except OSError as error:\n        print(error)\n")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bwrap_installed():
+    check_backend(SandboxConfig("bwrap"))  # scripts/sandbox.sh installs it
+
+
+@pytest.fixture
+def workdir():
+    """A copy as prepare_workdir leaves it, in a folder the sandbox's user may enter."""
+    parent = Path(tempfile.mkdtemp())
+    parent.chmod(0o755)
+    folder = parent / "work"
+    folder.mkdir()
+    (folder / "hello.txt").write_text("hello\n")
+    yield folder
+    shutil.rmtree(parent)
+
+
+@pytest.fixture(params=["bwrap", "command"])
+def sandbox(request):
+    return BwrapSandbox() if request.param == "bwrap" else CommandSandbox(TEMPLATE)
+
+
+def test_a_command_runs_in_its_workdir_and_its_writes_stay_there(sandbox, workdir):
+    result = sandbox.run(workdir, ["sh", "-c", "cat hello.txt && echo 'a  b' > out.txt"], QUICK)
+    assert (result.status, result.exit_code, result.output) == (PASSED, 0, "hello\n")
+    assert (workdir / "out.txt").read_text() == "a  b\n"
+
+
+def test_a_failing_command_fails_with_its_exit_code(sandbox, workdir):
+    result = sandbox.run(workdir, "echo broken >&2; exit 3", QUICK)
+    assert (result.status, result.exit_code, result.output) == (FAILED, 3, "broken\n")
+
+
+def test_the_result_names_a_command_line_that_runs_it_again(workdir):
+    result = BwrapSandbox().run(workdir, ["cat", "hello.txt"], QUICK)
+    again = subprocess.run(result.command, shell=True, capture_output=True, text=True)
+    assert again.stdout == result.output == "hello\n"
+
+
+def test_an_infinite_loop_is_a_timeout(sandbox, workdir):
+    result = sandbox.run(workdir, "while :; do :; done", Limits(wall_seconds=1))
+    assert result.status == TIMEOUT
+    assert 1 <= result.duration < 5
+
+
+def test_a_gigabyte_of_output_is_cut_at_the_cap_keeping_head_and_tail(sandbox, workdir):
+    result = sandbox.run(workdir, "echo first; head -c 1G /dev/zero | tr '\\0' x",
+                         Limits(wall_seconds=20, output_bytes=4 * 1024**2))
+    assert result.status == KILLED_OUTPUT
+    assert result.output.startswith("first\nxxx")
+    assert "bytes cut ...]\nxxx" in result.output
+    assert len(result.output) < 100_000
+    assert result.duration < 10
+
+
+def test_a_network_connection_is_unreachable_even_to_the_hosts_own_ports(sandbox, workdir):
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        result = sandbox.run(workdir, ["python3", "-c", CONNECT, str(port)], QUICK)
+        listener.settimeout(0)
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    assert result.status == PASSED
+    assert result.output.splitlines() == ["[Errno 101] Network is unreachable",
+                                          "[Errno 111] Connection refused"]
+
+
+def test_writes_outside_the_copy_fail_and_leave_the_host_alone(sandbox, workdir, tmp_path):
+    host_file = tmp_path / "codebase.py"
+    host_file.write_text("original\n")
+    script = (f"echo x > /usr/sandbox-escape; echo x > /etc/sandbox-escape; "
+              f"echo x > {host_file}; echo x > /tmp/sandbox-tmp && echo private tmp written")
+    result = sandbox.run(workdir, script, QUICK)
+    assert result.status == PASSED
+    assert result.output.count("Read-only file system") >= 2
+    assert "private tmp written" in result.output
+    assert host_file.read_text() == "original\n"
+    assert not Path("/usr/sandbox-escape").exists() and not Path("/etc/sandbox-escape").exists()
+    assert not Path("/tmp/sandbox-tmp").exists()
+
+
+def test_the_host_folders_outside_the_system_are_not_seen_by_bwrap(workdir, tmp_path):
+    (tmp_path / "secret.env").write_text("SECRET_KEY=x\n")
+    result = BwrapSandbox().run(workdir, ["cat", str(tmp_path / "secret.env")], QUICK)
+    assert result.status == FAILED
+    assert "No such file or directory" in result.output
+
+
+def test_the_workers_environment_does_not_reach_the_command(sandbox, workdir, monkeypatch):
+    monkeypatch.setenv("GAGAR_DATABASE_PASSWORD", "hunter2")
+    result = sandbox.run(workdir, ["env"], QUICK)
+    assert result.status == PASSED
+    assert "hunter2" not in result.output
+
+
+def test_a_fork_bomb_is_held_to_max_processes_while_the_host_still_forks(workdir):
+    results = []
+    bomb = threading.Thread(target=lambda: results.append(BwrapSandbox().run(
+        workdir, ["python3", "-c", FORK_BOMB], Limits(wall_seconds=3, max_processes=64))))
+    bomb.start()
+    time.sleep(1.5)
+    assert subprocess.run(["true"], timeout=5).returncode == 0
+    bomb.join()
+    [result] = results
+    assert result.status == TIMEOUT
+    assert "Resource temporarily unavailable" in result.output
+
+
+def test_nothing_the_command_started_outlives_it(sandbox, workdir):
+    result = sandbox.run(workdir, "(sleep 2; echo late > late.txt) & echo started", QUICK)
+    assert result.status == PASSED and result.duration < 2
+    time.sleep(2.5)
+    assert not (workdir / "late.txt").exists()
+
+
+def test_a_memory_hog_is_killed_memory(workdir):
+    hog = "chunks = []\nwhile True:\n    chunks.append(bytearray(16 * 1024**2))\n"
+    result = BwrapSandbox().run(workdir, ["python3", "-c", hog],
+                                Limits(wall_seconds=20, memory_bytes=128 * 1024**2))
+    assert result.status == KILLED_MEMORY
+    assert result.duration < 10
+
+
+def test_a_file_past_file_bytes_is_cut_off(workdir):
+    result = BwrapSandbox().run(workdir, "head -c 4M /dev/zero > big.bin",
+                                Limits(wall_seconds=20, file_bytes=1024**2))
+    assert result.status == FAILED
+    assert (workdir / "big.bin").stat().st_size == 1024**2
+
+
+def test_a_missing_bwrap_is_a_configuration_error_at_check():
+    with pytest.raises(SandboxConfigError, match="'/nonexistent/bwrap' is not installed"):
+        check_backend(SandboxConfig("bwrap", bwrap="/nonexistent/bwrap"))
+
+
+def test_a_missing_container_runtime_is_a_configuration_error_at_check():
+    config = SandboxConfig("command", template="no-such-runtime run {image} {command}", image="tests")
+    with pytest.raises(SandboxConfigError, match="'no-such-runtime' is not installed"):
+        check_backend(config)
+
+
+def test_a_runtime_that_cannot_run_true_is_a_configuration_error_at_check():
+    with pytest.raises(SandboxConfigError, match=r"cannot run `true` \(failed\)"):
+        check_backend(SandboxConfig("command", template="false {command}"))
+
+
+@pytest.mark.parametrize("config, reason", [
+    (SandboxConfig("docker"), "not one of"),
+    (SandboxConfig("command", template="docker run {image} sh"), "no {command} word"),
+    (SandboxConfig("command", template="docker run -v {home}:/h {command}"), r"unknown fields \['home'\]"),
+    (SandboxConfig("command", template="docker run {image} {command}"), "no image given"),
+])
+def test_a_bad_configuration_is_refused_with_its_reason(config, reason):
+    with pytest.raises(SandboxConfigError, match=reason):
+        check_backend(config)
+
+
+def test_the_template_fills_in_the_workdir_the_image_and_the_limits():
+    sandbox = CommandSandbox("docker run --rm --memory {memory_bytes} -v {workdir}:/work {image} {command}",
+                             image="team/task:1")
+    argv = sandbox.argv(Path("/w d"), ["pytest", "-k", "a b"], Limits(memory_bytes=1000))
+    assert argv == ["docker", "run", "--rm", "--memory", "1000", "-v", "/w d:/work", "team/task:1",
+                    "pytest", "-k", "a b"]
+
+
+def test_checking_a_working_command_backend_passes():
+    check_backend(SandboxConfig("command", template=TEMPLATE))
