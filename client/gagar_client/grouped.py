@@ -21,6 +21,12 @@ gives those responses their plain Dr. GRPO advantage over the whole group.
 
 Pending groups are kept per event loop (the loop running the call), never in a loop
 made at import time: verl runs each reward-loop worker's calls in that worker's loop.
+
+Groups that share an app request do not share its failures: a response the app would
+refuse (`steps.record_problems`: a control character in its group key, an unpaired
+surrogate, a line over the app's limit) is refused before it is parked, and a group the
+app refuses all the same (a rule of a newer app) keeps its test scores, logged with the
+app's reason, while the others of its request are sent again without it.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ import functools
 import inspect
 import json
 import os
+import re
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +53,7 @@ from gagar_client.steps import (
     group_records,
     logger,
     next_step,
+    sample_problems,
     score_number,
     step_values,
     test_rewards,
@@ -53,6 +62,9 @@ from gagar_client.steps import (
 
 # Thread hand-offs, JSON and the network on top of the bounds that add up to a wait for values.
 SLACK_S = 1.0
+# How the app names a refused line of a step: `step-<n>.jsonl:<line>: <field>: <reason>`, the
+# file name webapp/api/endpoints.py gives a step's body; line n is the step's n-th record.
+_REFUSED_LINE = re.compile(r"step-\d+\.jsonl:(\d+): (.*)", re.DOTALL)
 
 
 async def compute_score(
@@ -112,6 +124,9 @@ async def compute_score(
                                ground_truth=ground_truth, extra_info=extra_info)
     sample = Sample(reward=reward, patch=solution_str, messages=[{"role": "assistant", "content": solution_str}])
     key = str(extra_info[group_key])
+    if problems := sample_problems(key, sample, {"group_id": f"extra_info[{group_key!r}]", "patch": "solution_str",
+                                                 "messages[0].content": "solution_str", "line": "the response"}):
+        raise ValueError(f"compute_score: the app would refuse this response: {'; '.join(problems)}")
     if buffer_url is not None:
         bound = wait_limit(group_timeout=float(group_timeout), batch_window=float(batch_window),
                            deadline=float(deadline), timeout=float(timeout))
@@ -269,16 +284,62 @@ def _answer(calls: list[asyncio.Future], values: list[float]) -> None:
 
 def _grade_step(settings: Settings, groups: list[_Group]) -> list[float]:
     """Each response's value, group by group in arrival order, from one app request (a thread:
-    the client blocks)."""
-    records = []
-    for position, group in enumerate(groups):
-        records += group_records(group.key, group.samples, position=position, statement=None,
-                                 pass_threshold=settings.pass_threshold)
+    the client blocks). A group the app refuses by its lines (a 400 naming them) keeps its
+    test scores, logged with the app's reasons, and the others are sent again without it,
+    as the same step (a refused step leaves nothing in the app), within the one deadline.
+    Any other 4xx raises: a mistake to fix."""
+    values: dict[int, list[float]] = {}
+    sending = list(range(len(groups)))
+    step, end = next_step(settings.run), time.monotonic() + settings.deadline
     with Client(settings.url, settings.token, timeout=settings.timeout) as client:
-        values, _ = step_values(client, records, run=settings.run, step=next_step(settings.run),
-                                grader=settings.grader, deadline=settings.deadline,
-                                advantage_config=json.loads(settings.advantage_config) or None)
-    return values
+        while sending:
+            records, owners = [], []
+            for position, index in enumerate(sending):
+                group = groups[index]
+                records += group_records(group.key, group.samples, position=position, statement=None,
+                                         pass_threshold=settings.pass_threshold)
+                owners += [index] * len(group.samples)
+            try:
+                answer, _ = step_values(client, records, run=settings.run, step=step, grader=settings.grader,
+                                        deadline=max(end - time.monotonic(), 0.0),
+                                        advantage_config=json.loads(settings.advantage_config) or None)
+            except GagarAPIError as error:
+                refused = _refused(error, owners) if error.status == HTTPStatus.BAD_REQUEST else {}
+                if not refused:
+                    raise
+                for index, reasons in refused.items():
+                    values[index] = _test_scores(settings, groups[index],
+                                                 f"the app refused it: {'; '.join(reasons[:5])}")
+                sending = [index for index in sending if index not in refused]
+                continue
+            for index, value in zip(owners, answer, strict=True):
+                values.setdefault(index, []).append(value)
+            break
+    return [value for index in range(len(groups)) for value in values[index]]
+
+
+def _refused(error: GagarAPIError, owners: list[int]) -> dict[int, list[str]]:
+    """The groups (by index) whose lines the app's 400 names, each with the app's reasons."""
+    refused: dict[int, list[str]] = {}
+    for message in error.errors:
+        match = _REFUSED_LINE.fullmatch(message)
+        if match and 1 <= int(match[1]) <= len(owners):
+            reasons = refused.setdefault(owners[int(match[1]) - 1], [])
+            if match[2] not in reasons:
+                reasons.append(match[2])
+    return refused
+
+
+def _test_scores(settings: Settings, group: _Group, reason: str) -> list[float]:
+    """The group's test scores, its being left out logged with `reason`."""
+    logger.warning("GAGAR %s: group %s is not graded, %s; its %d responses keep their test scores",
+                   settings.run, _shown(group.key), reason, len(group.samples))
+    return [sample.reward for sample in group.samples]
+
+
+def _shown(key: str) -> str:
+    """A group key for a log line: quoted, control characters escaped, at most 100 characters."""
+    return repr(key if len(key) <= 100 else key[:100] + "...")
 
 
 _buffers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Buffer] = weakref.WeakKeyDictionary()

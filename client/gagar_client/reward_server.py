@@ -21,6 +21,14 @@ A client that scores its samples itself sends `test_scores`, `group_keys` and `r
 instead (`gagar_client.grouped` with `buffer_url`, from each of verl's reward-loop
 workers); the fields are in `parse_request`. Only the standard library and httpx: it runs
 wherever the client is installed.
+
+A request is answered on its own: one with a sample the app would refuse (a control
+character or more than 501 characters in its group key, an unpaired surrogate in its text,
+a record over the app's line limit: `gagar_client.steps.record_problems`) gets 400 with the
+reason and parks nothing; a body over `--max-body-bytes` gets 413 unread; a request not
+read whole within `--read-timeout` seconds (a client stalled or trickling) gets 408 and its
+connection closed; a group the app refuses all the same keeps its test scores, logged,
+and never takes the other groups of its app request with it.
 """
 
 from __future__ import annotations
@@ -29,11 +37,14 @@ import argparse
 import asyncio
 import concurrent.futures
 import hashlib
+import io
 import json
 import logging
 import math
 import os
+import socket
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -41,12 +52,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from gagar_client import grouped
-from gagar_client.steps import Sample, logger, score_number, test_rewards, test_score_function
+from gagar_client.steps import Sample, logger, sample_problems, score_number, test_rewards, test_score_function
 
 PATH = "/get_reward"
 # OpenRLHF gives up on a request after 180 s and sends it again, which would park its
 # samples twice: every request must be answered before then.
 OPENRLHF_TIMEOUT_S = 180.0
+READ_TIMEOUT_S = 60.0  # for reading one request whole: its line, headers and body
+MAX_BODY_BYTES = 256 * 1024 * 1024
+MAX_PROBLEMS = 10  # bad samples a 400 names; it counts the rest
 
 
 class BadRequest(ValueError):
@@ -69,6 +83,16 @@ class Incoming:
         """The prompt, when the request sent one, and the response."""
         prompt = [{"role": "user", "content": self.prompt}] if self.prompt is not None else []
         return prompt + [{"role": "assistant", "content": self.response}]
+
+    def problems(self, score: float) -> list[str]:
+        """Why the app would refuse this sample with its test score `score`, named by what the
+        request sent; empty when the app takes it."""
+        response = "the response ('responses', or 'query' less its prompt)"
+        names = {"group_id": "its group key ('group_keys')", "patch": response, "line": "the sample",
+                 "messages[0].content": response if self.prompt is None else "its prompt ('prompts')",
+                 "messages[1].content": response}
+        return sample_problems(self.group, Sample(reward=score, patch=self.response, messages=self.transcript()),
+                               names)
 
 
 def parse_request(body: bytes) -> tuple[list[Incoming], int | None]:
@@ -149,10 +173,13 @@ class RewardServer(ThreadingHTTPServer):
     request_queue_size = 1024  # OpenRLHF 0.9+ opens a connection per sample, hundreds at once
 
     def __init__(self, address: tuple[str, int], *, settings: grouped.Settings,
-                 test_score: Callable[..., float | dict] | None, test_score_name: str | None):
+                 test_score: Callable[..., float | dict] | None, test_score_name: str | None,
+                 read_timeout: float = READ_TIMEOUT_S, max_body_bytes: int = MAX_BODY_BYTES):
         self.settings = settings
         self.test_score = test_score
         self.test_score_name = test_score_name
+        self.read_timeout = read_timeout
+        self.max_body_bytes = max_body_bytes
         self.wait_limit = grouped.wait_limit(group_timeout=settings.group_timeout,
                                              batch_window=settings.batch_window, deadline=settings.deadline,
                                              timeout=settings.timeout)
@@ -171,6 +198,12 @@ class RewardServer(ThreadingHTTPServer):
             raise BadRequest(f"this server groups {self.settings.group_size} responses (--group-size); the request "
                              f"expects {group_size}: give both the trainer's responses per prompt")
         scores = self._test_scores(samples)
+        problems = [f"sample {i}: {problem}" for i, (sample, score) in enumerate(zip(samples, scores, strict=True))
+                    for problem in sample.problems(score)]
+        if problems:
+            more = f"; and {len(problems) - MAX_PROBLEMS} more" if len(problems) > MAX_PROBLEMS else ""
+            raise BadRequest(f"the app would refuse {'this sample' if len(samples) == 1 else 'samples of this request'}"
+                             f", so none is parked: {'; '.join(problems[:MAX_PROBLEMS])}{more}")
         parked = [(sample.group, Sample(reward=score, patch=sample.response, messages=sample.transcript()))
                   for sample, score in zip(samples, scores, strict=True)]
         values = asyncio.run_coroutine_threadsafe(_park(self.settings, parked), self.loop)
@@ -204,8 +237,34 @@ async def _park(settings: grouped.Settings, samples: list[tuple[str, Sample]]) -
     return list(await asyncio.gather(*calls))
 
 
+class _Deadline(io.RawIOBase):
+    """A connection's socket, read until a deadline: each read waits at most what is left of
+    it, so a client that stalls, or trickles its bytes, gets TimeoutError however it spreads
+    them, and its server thread is free again."""
+
+    def __init__(self, connection: socket.socket, deadline: float):
+        self.connection = connection
+        self.deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request was not read in time")
+        self.connection.settimeout(left)
+        return self.connection.recv_into(buffer)
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: RewardServer
+
+    def setup(self) -> None:
+        super().setup()
+        # One request per connection (HTTP/1.0), read whole within --read-timeout of its accepting.
+        self.rfile.close()
+        self.rfile = io.BufferedReader(_Deadline(self.connection, time.monotonic() + self.server.read_timeout))
 
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         if self.path != PATH:
@@ -213,8 +272,20 @@ class _Handler(BaseHTTPRequestHandler):
         length = self.headers.get("Content-Length")
         if length is None or not length.isdigit():
             return self._answer(HTTPStatus.LENGTH_REQUIRED, {"error": "send the body with a Content-Length"})
+        if int(length) > self.server.max_body_bytes:
+            return self._refuse(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                                f"the body is {int(length)} bytes, over this server's limit of "
+                                f"{self.server.max_body_bytes} (--max-body-bytes)")
         try:
-            samples, group_size = parse_request(self.rfile.read(int(length)))
+            body = self.rfile.read(int(length))
+        except TimeoutError:
+            return self._refuse(HTTPStatus.REQUEST_TIMEOUT,
+                                f"the body ({int(length)} bytes) was not received within "
+                                f"{self.server.read_timeout:g} s (--read-timeout)")
+        if len(body) < int(length):
+            return self._refuse(HTTPStatus.BAD_REQUEST, f"the body ended after {len(body)} of {int(length)} bytes")
+        try:
+            samples, group_size = parse_request(body)
             rewards, scores = self.server.rewards(samples, group_size)
         except BadRequest as error:
             return self._answer(HTTPStatus.BAD_REQUEST, {"error": str(error)})
@@ -223,16 +294,34 @@ class _Handler(BaseHTTPRequestHandler):
             return self._answer(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}: {error}"})
         self._answer(HTTPStatus.OK, {"rewards": rewards, "scores": scores})
 
+    def _refuse(self, status: HTTPStatus, reason: str) -> None:
+        """Answer `status` with `reason`, logged, and close the connection: its body is unread."""
+        logger.warning("GAGAR %s: a request from %s answered %d: %s", self.server.settings.run,
+                       self.client_address[0], status, reason)
+        self.close_connection = True
+        self._answer(status, {"error": reason})
+
     def _answer(self, status: HTTPStatus, body: dict) -> None:
         content = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(content)))
-        self.end_headers()
-        self.wfile.write(content)
+        self.connection.settimeout(self.server.read_timeout)  # the answer, not the reading, now
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+        except OSError as error:  # the client left, or reads nothing
+            self.close_connection = True
+            logger.debug("GAGAR %s: an answer to %s was not delivered: %s", self.server.settings.run,
+                         self.client_address[0], error)
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 (http.server's name)
         logger.debug("%s " + format, self.client_address[0], *args)  # one line per sample is too many
+
+    def log_error(self, format: str, *args) -> None:  # noqa: A002 (http.server's name)
+        # A request line or headers not read in time ("Request timed out"), or malformed.
+        logger.warning("GAGAR %s: a request from %s: " + format, self.server.settings.run, self.client_address[0],
+                       *args)
 
 
 def build_server(args: argparse.Namespace) -> RewardServer:
@@ -247,6 +336,10 @@ def build_server(args: argparse.Namespace) -> RewardServer:
             raise ValueError(f"--{name.replace('_', '-')} must be above 0")
     if args.batch_window < 0:
         raise ValueError("--batch-window must be at least 0")
+    if args.read_timeout <= 0:
+        raise ValueError("--read-timeout must be above 0")
+    if args.max_body_bytes < 1:
+        raise ValueError("--max-body-bytes must be at least 1")
     try:
         advantage_config = json.loads(args.advantage_config)
     except ValueError:
@@ -271,7 +364,8 @@ def build_server(args: argparse.Namespace) -> RewardServer:
         except (ImportError, AttributeError) as error:
             raise ValueError(f"--test-score {args.test_score}: {error}") from None
     return RewardServer((args.host, args.port), settings=settings, test_score=test_score,
-                        test_score_name=args.test_score)
+                        test_score_name=args.test_score, read_timeout=args.read_timeout,
+                        max_body_bytes=args.max_body_bytes)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -297,6 +391,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="seconds a client waits for an answer (OpenRLHF: 180); the bounds above must add "
                         "up to less")
     parser.add_argument("--token-env", default="GAGAR_TOKEN", help="the environment variable with the API token")
+    parser.add_argument("--read-timeout", type=float, default=READ_TIMEOUT_S,
+                        help="seconds a client has to send one request whole (line, headers, body); a slower one "
+                        "gets 408 and its connection closed")
+    parser.add_argument("--max-body-bytes", type=int, default=MAX_BODY_BYTES,
+                        help="the largest request body taken; a larger one gets 413 unread")
     return parser
 
 

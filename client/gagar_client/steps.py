@@ -9,6 +9,7 @@ import itertools
 import json
 import logging
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -50,6 +51,83 @@ def group_records(task: str, samples: Sequence[Sample], *, position: int, statem
     if statement is not None:
         records[0]["task"] = {"id": task, "statement": _storable(statement)}
     return records
+
+
+# What the app's importer refuses in a record that group_records makes (grading/rollouts.py and
+# the readers and limits it uses, which a trainer, without the app, cannot import), mirrored here
+# and nowhere else; tests/client/test_rules.py checks that the app refuses exactly the samples
+# these refuse. A rule the app adds later is still met: the app refuses that group alone
+# (gagar_client.grouped).
+MAX_ID_CHARS = 512  # group_id, trajectory_id, task.id
+MAX_LINE_BYTES = 32 * 1024 * 1024  # one record's JSON line, as Client.grade_step sends it
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: never in an id
+_SURROGATE = re.compile("[\ud800-\udfff]")  # unpaired: no UTF-8 form, refused in any text
+FINGERPRINT_CHARS = 11  # what group_records adds to a task's key: ":" and 10 hex digits
+MAX_KEY_CHARS = MAX_ID_CHARS - FINGERPRINT_CHARS  # the longest group key (task) the app takes
+
+
+def record_problems(record: dict) -> list[tuple[str, str]]:
+    """`(field, reason)` for each thing the app's importer would refuse in `record`, a record
+    of group_records (NUL characters already replaced), named as the importer names them;
+    empty when the app takes it."""
+    problems = []
+    ids = (("group_id", record.get("group_id")), ("trajectory_id", record.get("trajectory_id")),
+           ("task.id", (record.get("task") or {}).get("id")))
+    for field, value in ids:
+        if value is None:
+            continue
+        if not value:
+            problems.append((field, "must not be empty"))
+        elif len(value) > MAX_ID_CHARS:
+            problems.append((field, f"is {len(value)} characters long, over the limit of {MAX_ID_CHARS}"))
+        elif CONTROL_CHARACTERS.search(value):
+            problems.append((field, "must not contain control characters"))
+    named = {field for field, _ in problems}
+    problems += [(field, reason) for field, reason in _unstorable(record, "") if field not in named]
+    size = len(json.dumps(record))  # ASCII: its length is its size in bytes
+    if size > MAX_LINE_BYTES:
+        problems.append(("line", f"is {size} bytes, over the limit of {MAX_LINE_BYTES}"))
+    return problems
+
+
+def sample_problems(task: str, sample: Sample, names: dict[str, str]) -> list[str]:
+    """Why the app would refuse `sample` in a group keyed `task`: `name: reason` each, the
+    record's fields named by `names` (the caller's name for each; others as the app names
+    them), each once; empty when the app takes it. Checked as the first record of its group:
+    a later one's trajectory id is a digit or two longer, which only a line within bytes of
+    the app's limit would notice (the app then refuses that group alone)."""
+    record = group_records(task, [sample], position=0, statement=None, pass_threshold=1.0)[0]
+    found = []
+    for field, reason in record_problems(record):
+        if field == "group_id" and len(record["group_id"]) > MAX_ID_CHARS:
+            reason = (f"is {len(task)} characters long, over the limit of {MAX_KEY_CHARS} (the app's {MAX_ID_CHARS} "
+                      f"for a group's name, less the {FINGERPRINT_CHARS} of the group's fingerprint)")
+        elif field == "line":
+            reason = f"{reason} for a rollout line"
+        problem = f"{names.get(field, field)}: {reason}"
+        if problem not in found:
+            found.append(problem)
+    return found
+
+
+def _unstorable(value, path: str):
+    """`(field, reason)` for each value or key the app cannot store (grading/rollouts.py's
+    _unencodable): non-finite numbers, unpaired surrogates, NUL characters."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path, f"must be a finite number, got {value!r}"
+    elif isinstance(value, str) and _SURROGATE.search(value):
+        yield path, "contains an unpaired surrogate escape"
+    elif isinstance(value, str) and "\x00" in value:
+        yield path, "contains a NUL character (\\u0000), which the database cannot store"
+    elif isinstance(value, dict):
+        for key, element in value.items():
+            field = f"{path}.{key}" if path else str(key)
+            if isinstance(key, str) and _SURROGATE.search(key):
+                yield field, "name contains an unpaired surrogate escape"
+            yield from _unstorable(element, field)
+    elif isinstance(value, list):
+        for index, element in enumerate(value):
+            yield from _unstorable(element, f"{path}[{index}]")
 
 
 def _storable(value):

@@ -3,12 +3,18 @@
 Every operation checks the caller's role first (`auth.require`), then parses, calls one
 service or selector and answers. Every error is `{"errors": [...]}` with the status that
 says what kind: 400 bad input, 401 no or bad token, 403 a role missing, 404, 411/413/415
-an upload that cannot be taken, 422 a parameter of the wrong shape.
+an upload that cannot be taken, 422 a parameter of the wrong shape, 429 too many refused
+tokens; and for what the app did not expect, logged with its traceback: 503 the database
+unavailable, 507 no room on disk, 500 anything else. Never an HTML page.
 """
 
+import errno
+import logging
 import shutil
 from functools import wraps
 
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
+from django.db import InterfaceError, OperationalError
 from django.http import FileResponse, Http404, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import File, NinjaAPI, Query, Status, UploadedFile
@@ -26,6 +32,12 @@ from webapp.exports.advantages import advantage_jsonl_lines, write_advantages
 from webapp.exports.selectors import export_file as export_file_path
 from webapp.models import Batch, Export
 from webapp.rankings import RankingsHidden, Viewer
+
+logger = logging.getLogger(__name__)
+# Seconds a client is told to wait before it retries a call the database could not serve.
+DATABASE_RETRY_AFTER_S = 5
+# A write the disk refused for want of room: full, over quota, past the file size limit.
+NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 class Api(NinjaAPI):
@@ -59,8 +71,8 @@ api = Api(
 )
 
 JSONL, PARQUET = "application/x-ndjson", "application/vnd.apache.parquet"
-ERRORS = {status: schemas.ErrorOut for status in (400, 401, 403, 404, 422)}
-UPLOAD_ERRORS = {**ERRORS, **{status: schemas.ErrorOut for status in (411, 413, 415)}}
+ERRORS = {status: schemas.ErrorOut for status in (400, 401, 403, 404, 422, 429, 500, 503)}
+UPLOAD_ERRORS = {**ERRORS, **{status: schemas.ErrorOut for status in (411, 413, 415, 507)}}
 ROLLOUTS_BODY = {"requestBody": {"required": True, "content": {
     JSONL: {"schema": {"type": "string", "format": "binary"}},
 }, "description": "rollouts as JSON Lines (docs/rollout-format.md); `Content-Encoding: gzip` or `zstd` "
@@ -77,6 +89,8 @@ def http_error(request, error: HttpError):
     response = api.create_response(request, {"errors": [error.message]}, status=error.status_code)
     if error.status_code == 401:
         response["WWW-Authenticate"] = "Bearer"
+    if getattr(error, "retry_after", None) is not None:  # auth.TooManyAttempts
+        response["Retry-After"] = str(error.retry_after)
     return response
 
 
@@ -99,6 +113,49 @@ def input_error(request, error: services.InputError):
 @api.exception_handler(RankingsHidden)
 def rankings_hidden(request, error: RankingsHidden):
     return api.create_response(request, {"errors": [str(error)]}, status=403)
+
+
+@api.exception_handler(Exception)
+def unexpected_error(request, error: Exception):
+    """What no other handler takes, in the same shape: a database that dropped the connection
+    or is down (503, to retry), a disk with no room for a write (507), Django's refusals of a
+    request (400, 403, 413), anything else (500). Logged with the traceback, the 4xx excepted."""
+    status, message = _unexpected(error)
+    if status >= 500:
+        logger.error("API %s %s answered %d: %s: %s", request.method, request.path, status, type(error).__name__,
+                     error, exc_info=error)
+    response = api.create_response(request, {"errors": [message]}, status=status)
+    if status == 503:
+        response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
+    return response
+
+
+def _unexpected(error: Exception) -> tuple[int, str]:
+    """The status and the sentence for an exception no other handler takes; never a path or a
+    query of the server in the sentence (the log has them)."""
+    if isinstance(error, OperationalError) and _database_full(error):
+        return 507, "the database has no room to write (its disk is full): retry once its administrator has made room"
+    if isinstance(error, OperationalError | InterfaceError):
+        return 503, f"the database is unavailable ({type(error).__name__}): retry in a few seconds"
+    if isinstance(error, OSError) and error.errno in NO_ROOM:
+        reason = error.strerror or errno.errorcode[error.errno]
+        return 507, (f"the server has no room to write this call's data ({reason}): retry once its administrator "
+                     "has made room")
+    if isinstance(error, RequestDataTooBig):
+        return 413, f"the request body is too large: {error}"
+    if isinstance(error, PermissionDenied):
+        return 403, str(error) or "permission denied"
+    if isinstance(error, SuspiciousOperation):  # Django's refusals of a malformed request
+        return 400, f"bad request: {error}"
+    return 500, (f"the app failed on this call ({type(error).__name__}); the server's log has the details: "
+                 "tell its administrator")
+
+
+def _database_full(error: OperationalError) -> bool:
+    """Whether the database refused a write for want of room: PostgreSQL's disk_full (53100),
+    SQLite's SQLITE_FULL (its disk, or max_page_count)."""
+    cause = error.__cause__
+    return getattr(cause, "sqlstate", None) == "53100" or getattr(cause, "sqlite_errorcode", None) == 13
 
 
 def _batch(batch_id: int) -> Batch:

@@ -7,6 +7,17 @@ import pytest
 from tests.workers.conftest import redis_broker, workers  # noqa: F401
 
 
+@pytest.fixture(autouse=True)
+def forget_refused_tokens():
+    """Refused tokens are counted per address in the process's cache (webapp/api/throttle.py),
+    and every test calls from 127.0.0.1: one test's refusals must not throttle the next."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
 @pytest.fixture
 def token_of():
     """`token_of(user)`: a fresh API token of `user`, the value a client sends."""

@@ -62,7 +62,8 @@ def test_every_operation_refuses_a_call_without_a_valid_token(client, calls, hea
         assert response["WWW-Authenticate"] == "Bearer"
 
 
-def test_a_revoked_token_and_an_inactive_users_token_are_refused(client, researcher, token_of, calls):
+def test_a_revoked_token_and_an_inactive_users_token_are_refused(client, researcher, token_of, calls, settings):
+    settings.GAGAR_API_TOKEN_FAILURE_LIMIT = 100  # every refusal here is counted (test_throttle.py)
     revoked = token_of(researcher)
     ApiToken.objects.filter(user=researcher).update(revoked_at=timezone.now())
     gone = make_user("gone", "researcher")
