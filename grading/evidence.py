@@ -119,7 +119,8 @@ def _distinct_adding(ev: Evidence) -> list[tuple[str, ...]]:
     heuristic's consensus term compares a change with."""
     grouped = {tid for ids in ev.same_change for tid in ids}
     changes = list(ev.same_change) + [(tid,) for tid in ev.label if tid not in grouped]
-    changes.sort(key=lambda ids: list(ev.label).index(ids[0]))
+    order = {tid: i for i, tid in enumerate(ev.label)}
+    changes.sort(key=lambda ids: order[ids[0]])
     return [ids for ids in changes if ev.features[ids[0]].added_lines]
 
 

@@ -7,11 +7,17 @@ trajectories it does not rank and the failing ones, each by id. Without a
 visible ranking: passing, then failing, by id.
 
 What the user changes lives in the query string (`pin`, `hide`, `ref`,
-`density`, `wrap`) rather than in the browser's storage: a link shows a
+`density`, `wrap`, `cols`) rather than in the browser's storage: a link shows a
 colleague the same view, the server lays the columns out so the page works
 without JavaScript, and the back button undoes a change. Pinned columns come
 first, in the default order (never in an order the URL sets), and stay in
 view on horizontal scroll.
+
+A group of more than MAX_COLUMNS trajectories (up to 50,000, the largest an
+import takes) is paged: the matrix shows COLUMNS_PER_PAGE of them at a time in the
+default order, from the `cols`-th on (the pinned ones on every page), and the page
+reads and renders only those; a table of every trajectory, ROWS_PER_PAGE at a
+time (webapp.review.summary), says where each stands.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from webapp.review.groupview import Cell, PatchFigures, Row
 
 MAX_PINNED = 3  # each pinned column stays in view; more would leave no room for the others
 REFERENCE_LABEL = "reference (human fix)"
+MAX_COLUMNS = 64  # a group of up to this many trajectories shows every one as a column
+COLUMNS_PER_PAGE = 16  # a larger one this many at a time
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,7 @@ class Choice:
     reference: bool = False
     compact: bool = False
     wrap: bool = False
+    start: int = 0  # a paged group's first column after the pinned ones, in the default order
     problems: tuple[str, ...] = ()
 
     def params(self, **changes) -> dict:
@@ -43,17 +52,19 @@ class Choice:
         sorted, flags as "1", defaults left out."""
         pinned = changes.get("pinned", self.pinned)
         hidden = changes.get("hidden", self.hidden)
+        start = changes.get("start", self.start)
         return {
             "pin": [str(pk) for pk in sorted(pinned)],
             "hide": [str(pk) for pk in sorted(hidden)],
             "ref": "1" if changes.get("reference", self.reference) else "",
             "density": "compact" if changes.get("compact", self.compact) else "",
             "wrap": "1" if changes.get("wrap", self.wrap) else "",
+            "cols": str(start) if start else "",
         }
 
     def carried(self) -> dict:
         """The parameters that make sense on another group's page: not its trajectories."""
-        return {key: value for key, value in self.params().items() if key not in ("pin", "hide")}
+        return {key: value for key, value in self.params().items() if key not in ("pin", "hide", "cols")}
 
 
 def _flag(query, name: str, on: str, problems: list[str]) -> bool:
@@ -74,6 +85,17 @@ def _pks(query, name: str, known: dict[int, str], problems: list[str]) -> list[i
     return out
 
 
+def _start(query, problems: list[str]) -> int:
+    """`cols`: an offset into the default order, at a page's first column."""
+    value = query.get("cols", "")
+    if not value:
+        return 0
+    if not (value.isascii() and value.isdigit() and len(value) < 10):
+        problems.append(f"cols={value!r} is not understood: it takes a column number")
+        return 0
+    return int(value) - int(value) % COLUMNS_PER_PAGE
+
+
 def parse(query, known: dict[int, str], *, has_reference: bool) -> Choice:
     """The choice in `query` (a QueryDict), for a group whose trajectory ids are `known`
     by pk. What cannot apply is left out and said in `problems`."""
@@ -91,7 +113,7 @@ def parse(query, known: dict[int, str], *, has_reference: bool) -> Choice:
         pinned = [pk for pk in pinned if pk not in shown_pins[MAX_PINNED:]]
     return Choice(pinned=tuple(pinned), hidden=hidden, reference=reference,
                   compact=_flag(query, "density", "compact", problems), wrap=_flag(query, "wrap", "1", problems),
-                  problems=tuple(problems))
+                  start=_start(query, problems), problems=tuple(problems))
 
 
 def default_order(columns: list, final: FinalRanking | None) -> list:
@@ -99,14 +121,56 @@ def default_order(columns: list, final: FinalRanking | None) -> list:
     passing ones it does not rank, then the rest; ties and the rest by trajectory id."""
     by_tid = {c.tid: c for c in columns}
     ranked: list[str] = []
+    seen: set[str] = set()
     verdicts = {}
     if final is not None:
         verdicts = final.verdicts
         for tier in final.tiers:
-            ranked.extend(sorted(tid for tid in tier if tid in by_tid and tid not in ranked))
+            ranked.extend(sorted({tid for tid in tier if tid in by_tid and tid not in seen}))
+            seen.update(tier)
     passing = set(corrected_passing({c.tid: c.passed for c in columns}, verdicts))
-    rest = sorted((tid for tid in by_tid if tid not in ranked), key=lambda tid: (tid not in passing, tid))
+    rest = sorted((tid for tid in by_tid if tid not in seen), key=lambda tid: (tid not in passing, tid))
     return [by_tid[tid] for tid in ranked + rest]
+
+
+def paged(n_trajectories: int) -> bool:
+    """Whether a group of `n_trajectories` shows a page of its columns at a time."""
+    return n_trajectories > MAX_COLUMNS
+
+
+@dataclass(frozen=True)
+class Window:
+    """The trajectories a paged group shows as columns: the pinned ones and a page of the
+    rest (neither pinned nor hidden), in the default order; offsets of the pages around it."""
+
+    members: list  # shown, in the default order (pinned ones first)
+    start: int  # the page's first column among the rest
+    stop: int
+    n_rest: int
+    n_trajectories: int
+    previous: int | None
+    next: int | None
+
+    @property
+    def pks(self) -> list[int]:
+        return [m.pk for m in self.members]
+
+    def start_of(self, index: int) -> int:
+        """The page that shows the `index`-th of the rest."""
+        return index - index % COLUMNS_PER_PAGE
+
+
+def window(ordered: list, choice: Choice) -> Window:
+    """The columns of a paged group for `choice`: `ordered` its trajectories in the default
+    order (anything with `pk`, `tid` and `passed`). A page past the end shows the last one."""
+    pinned = [m for m in ordered if m.pk in choice.pinned and m.pk not in choice.hidden]
+    rest = [m for m in ordered if m.pk not in choice.pinned and m.pk not in choice.hidden]
+    last = max(len(rest) - 1, 0)
+    start = min(choice.start, last - last % COLUMNS_PER_PAGE)
+    stop = min(start + COLUMNS_PER_PAGE, len(rest))
+    return Window(members=pinned + rest[start:stop], start=start, stop=stop, n_rest=len(rest),
+                  n_trajectories=len(ordered), previous=max(start - COLUMNS_PER_PAGE, 0) if start else None,
+                  next=stop if stop < len(rest) else None)
 
 
 def order_note(final: FinalRanking | None, *, hidden: bool) -> str:

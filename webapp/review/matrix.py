@@ -13,6 +13,7 @@ from django.urls import reverse
 from webapp.review.text import escape
 
 UNIQUE_TITLE = "Only one passing trajectory touches this file"
+UNIQUE_TITLE_SHOWN = "Only one passing trajectory of the columns shown touches this file"
 
 
 def more_link(trajectory_pk: int, path: str, start: int, total: int) -> str:
@@ -57,16 +58,17 @@ def render_cell(cell) -> str:
     return f'<td class="{classes}"><div class="file-head">{"".join(head)}</div>{body}</td>'
 
 
-def render_body(rows, n_columns: int) -> str:
-    """The rows of the matrix; `n_columns`: how many trajectories are shown."""
+def render_body(rows, n_columns: int, *, paged: bool = False) -> str:
+    """The rows of the matrix; `n_columns`: how many trajectories are shown; `paged`: they are
+    a page of a larger group, what "unique" compares."""
     if not rows:
         return (f'<tr><th class="pin">No files</th><td class="empty" colspan="{n_columns}">'
                 "No trajectory changed a file.</td></tr>")
     out = []
     for row in rows:
         classes = "file-row" + (" unique" if row.unique else "") + (" fail-only" if row.fail_only else "")
-        badge = (f' · <span class="badge uniq" title="{UNIQUE_TITLE}">unique to one passing</span>'
-                 if row.unique else "")
+        title = UNIQUE_TITLE_SHOWN if paged else UNIQUE_TITLE
+        badge = f' · <span class="badge uniq" title="{title}">unique to one passing</span>' if row.unique else ""
         out.append(f'<tr class="{classes}"><th class="pin path" scope="row"><div class="mono">{escape(row.path)}</div>'
                    f'<div class="muted small">{row.touched} of {n_columns}{badge}</div></th>')
         out.extend(render_cell(cell) for cell in row.cells)

@@ -4,9 +4,11 @@ patches, and transcripts sliced by the database."""
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 from django.db import connection
 from django.db.models import JSONField, OuterRef, Subquery
+from django.db.models.functions import Length
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
@@ -18,9 +20,38 @@ def trajectory_or_404(pk) -> Trajectory:
     return get_object_or_404(Trajectory.objects.select_related("group", "batch").defer("patch"), pk=pk)
 
 
-def group_trajectories(group: Group):
-    """A group's trajectories without their patch text (the page takes it from the cache)."""
-    return list(Trajectory.objects.filter(group=group).defer("patch").order_by("id"))
+def group_trajectories(group: Group, pks=None):
+    """A group's trajectories without their patch text (the page takes it from the cache);
+    only those of `pks` when given."""
+    found = Trajectory.objects.filter(group=group)
+    if pks is not None:
+        found = found.filter(pk__in=list(pks))
+    return list(found.defer("patch").order_by("id"))
+
+
+class Member(NamedTuple):
+    """A trajectory as a paged group's page needs every one of them: no patch, no metrics."""
+
+    pk: int
+    trajectory_id: str
+    passed: bool
+    reward: float
+
+    @property
+    def tid(self) -> str:
+        return self.trajectory_id
+
+
+def group_members(group: Group) -> list[Member]:
+    """Every trajectory of `group`, lean, in pk order (tens of thousands: one tuple each)."""
+    return list(map(Member._make, Trajectory.objects.filter(group=group).order_by("id")
+                    .values_list("pk", "trajectory_id", "passed", "reward")))
+
+
+def trajectory_facts(pks) -> dict[int, tuple[dict, int]]:
+    """(metrics, patch length in characters) of the trajectories of `pks`."""
+    return {pk: (metrics, chars) for pk, metrics, chars in Trajectory.objects.filter(pk__in=list(pks))
+            .values_list("pk", "metrics", Length("patch"))}
 
 
 def patches(pks) -> dict[int, str]:

@@ -20,6 +20,7 @@ from webapp.review import columns as layout
 from webapp.review import diffview, groupview, matrix, selectors, transcripts
 from webapp.review.markdown import statement
 from webapp.review.selectors import trajectory_or_404
+from webapp.review.summary import ROWS_PER_PAGE, summary_page, summary_start
 from webapp.roles import reader_required
 from webapp.triage import triage_columns
 
@@ -63,6 +64,10 @@ def _layout_controls(path: str, here: dict, choice: layout.Choice, ordered, show
         return _with_query(path, {**here, **choice.params(**changes)})
 
     kept = {**here, **choice.carried()}  # all strings: the pins and hides are the form's own boxes
+    listed = {c.trajectory.pk for c in ordered}
+    # A paged group lists one page of columns: the pins and hides of the others ride along, and the page stays.
+    others = [("pin", str(pk)) for pk in choice.pinned if pk not in listed] + [
+        ("hide", str(pk)) for pk in sorted(choice.hidden) if pk not in listed] + [("cols", choice.params()["cols"])]
     return {
         "choice": choice,
         "max_pinned": layout.MAX_PINNED,
@@ -72,7 +77,7 @@ def _layout_controls(path: str, here: dict, choice: layout.Choice, ordered, show
                          for c in ordered},
         "layout_links": {"reference": url(reference=not choice.reference), "compact": url(compact=not choice.compact),
                          "wrap": url(wrap=not choice.wrap), "reset": _with_query(path, here)},
-        "hidden_fields": [(key, value) for key, value in kept.items() if value],
+        "hidden_fields": [(key, value) for key, value in [*kept.items(), *others] if value],
     }
 
 
@@ -93,12 +98,21 @@ def render_group_page(request, group, *, submitted: RankingInput | None = None, 
     flt = GroupFilterForm(request.GET, columns=triage_columns(viewer, group.batch)).to_filter()
     params = flt.params()
     hide_failing = request.GET.get("failing") == "hide"
-    trajectories = selectors.group_trajectories(group)
+    paged = layout.paged(group.n_trajectories)
+    trajectories = selectors.group_members(group) if paged else selectors.group_trajectories(group)
     ranking = RankingPage.load(request.user, group, trajectories, submitted=submitted, error=error)
+    reference = groupview.reference_view(group)
+    choice = layout.parse(request.GET, {t.pk: t.trajectory_id for t in trajectories},
+                          has_reference=reference is not None)
+    window = summary = None
+    if paged:  # the columns of one page are read, parsed and laid out; the table lists every trajectory
+        everyone = layout.default_order(trajectories, ranking.final)
+        window = layout.window(everyone, choice)
+        summary = summary_page(everyone, summary_start(request.GET.get("rows")), choice=choice, window=window,
+                               advantages=ranking.advantages, read_facts=selectors.trajectory_facts)
+        trajectories = selectors.group_trajectories(group, pks=window.pks)
     columns, rows = groupview.build(trajectories, ranking.advantages)
     ranking.attach(columns)
-    reference = groupview.reference_view(group)
-    choice = layout.parse(request.GET, {c.trajectory.pk: c.tid for c in columns}, has_reference=reference is not None)
     ordered = layout.default_order(columns, ranking.final)
     shown = layout.arrange(ordered, rows, choice, reference)
     prev_pk, next_pk = listing.neighbours(group, flt, viewer=viewer)
@@ -112,12 +126,15 @@ def render_group_page(request, group, *, submitted: RankingInput | None = None, 
         "columns": shown.columns,
         "matrix_columns": shown.matrix_columns,
         "all_columns": ordered,
+        "n_trajectories": window.n_trajectories if paged else len(ordered),
         "rows": shown.rows,
         "counts": shown.counts,
-        "matrix_body": matrix.render_body(shown.rows, len(shown.columns)),
-        "n_passing": sum(c.passed for c in columns),
+        "matrix_body": matrix.render_body(shown.rows, len(shown.columns), paged=paged),
+        "n_passing": sum(t.passed for t in (everyone if paged else columns)),
         "order_note": layout.order_note(ranking.final, hidden=ranking.seen.hide_grader or ranking.seen.hide_others),
         **_layout_controls(request.path, here, choice, ordered, shown),
+        **(_pages(request.path, here, choice, window, summary) if paged else {}),
+        "paged": paged,
         "hide_failing": hide_failing,
         "toggle_failing_url": _with_query(request.path, {**params, "failing": "" if hide_failing else "hide",
                                                          **choice.params()}),
@@ -132,15 +149,49 @@ def render_group_page(request, group, *, submitted: RankingInput | None = None, 
     }, status=status)
 
 
+def _pages(path: str, here: dict, choice: layout.Choice, window: layout.Window, summary) -> dict:
+    """What a paged group's pagers and table need: links to the matrix's pages and the table's,
+    and per row of the table, to the matrix page that shows it and to pin it."""
+
+    def url(rows: int = 0, **changes) -> str:
+        return _with_query(path, {**here, **choice.params(**changes), "rows": str(rows) if rows else ""})
+
+    room = len([pk for pk in choice.pinned if pk not in choice.hidden]) < layout.MAX_PINNED
+    return {
+        "window": window,
+        "summary": summary,
+        "columns_per_page": layout.COLUMNS_PER_PAGE,
+        "summary_rows_per_page": ROWS_PER_PAGE,
+        "max_columns": layout.MAX_COLUMNS,
+        "column_pages": {"previous": None if window.previous is None else url(summary.start, start=window.previous),
+                         "next": None if window.next is None else url(summary.start, start=window.next)},
+        "summary_pages": {"previous": None if summary.previous is None else url(summary.previous),
+                          "next": None if summary.next is None else url(summary.next)},
+        "summary_links": {row.member.pk: {
+            "show": None if row.column_start is None else url(summary.start, start=row.column_start),
+            "pin": url(summary.start, pinned=(*choice.pinned, row.member.pk)) if room and not row.pinned else None,
+            "unhide": url(summary.start, hidden=choice.hidden - {row.member.pk}) if row.hidden else None,
+        } for row in summary.rows},
+    }
+
+
 @require_GET
 @reader_required
 @vary_on_headers("HX-Request")
 def group_interdiff(request, pk):
     group = get_object_or_404(Group.objects.select_related("batch"), pk=pk)
-    trajectories = {t.pk: t for t in selectors.group_trajectories(group)}
     try:
-        a, b = trajectories[int(request.GET["a"])], trajectories[int(request.GET["b"])]
+        pks = int(request.GET["a"]), int(request.GET["b"])
     except (KeyError, ValueError):
+        raise Http404("choose two trajectories of this group") from None
+    if not all(0 < pk < 2**63 for pk in pks):  # past the id column's range: no such trajectory
+        raise Http404("choose two trajectories of this group")
+    # a paged group's page offers the two alone: a select of tens of thousands would be the page
+    paged = layout.paged(group.n_trajectories)
+    trajectories = {t.pk: t for t in selectors.group_trajectories(group, pks=pks if paged else None)}
+    try:
+        a, b = trajectories[pks[0]], trajectories[pks[1]]
+    except KeyError:
         raise Http404("choose two trajectories of this group") from None
     views = groupview.load_views([a, b])
     files = interdiff(views[a.pk].full, views[b.pk].full)
