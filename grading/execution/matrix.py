@@ -1,0 +1,136 @@
+"""The candidate x test matrix of one group, and the outcome of one run, as stored.
+
+A run's outcome (`RunOutcome`) is what a cache keeps under the run's key: its status,
+the status of each test it reported, its duration, the tail of its log and the host
+command line that runs it again. The matrix joins the plan's runs to their outcomes:
+the status of a candidate on a test is the one its run reported for that test; where
+the run reported none, the run's own status when it did not conclude (timeout, error,
+refused), else `missing` (the tests ran and did not include it: a file that did not
+collect, a test the candidate's code does not have).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+
+from grading.execution.plan import Plan, Skipped
+
+PASS, FAIL, ERROR, TIMEOUT, REFUSED, MISSING = "pass", "fail", "error", "timeout", "refused", "missing"
+RUN_STATUSES = (PASS, FAIL, ERROR, TIMEOUT, REFUSED)
+TEST_STATUSES = (PASS, FAIL, ERROR, TIMEOUT)
+UNCONCLUDED = (ERROR, TIMEOUT, REFUSED)
+LOG_TAIL_CHARS = 4000
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one run came to. `status`: `pass`/`fail` (the command's exit code), `timeout`
+    (killed at the wall clock), `error` (killed at a memory or output limit, a failed
+    setup, a sandbox that could not start it: `reason` says which) or `refused` (the patch
+    was never applied: `reason` is the sandbox's). `tests`: each reported test's status.
+    `command`: the host command line that runs it again ("" when refused)."""
+
+    status: str
+    tests: Mapping[str, str]
+    duration: float
+    log_tail: str
+    command: str
+    reason: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in RUN_STATUSES:
+            raise ValueError(f"run status {self.status!r}: not one of {', '.join(RUN_STATUSES)}")
+        wrong = {test: status for test, status in self.tests.items() if status not in TEST_STATUSES}
+        if wrong:
+            raise ValueError(f"test statuses not one of {', '.join(TEST_STATUSES)}: {wrong}")
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "tests": dict(self.tests), "duration": self.duration,
+                "log_tail": self.log_tail, "command": self.command, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> RunOutcome:
+        return cls(str(data["status"]), {str(t): str(s) for t, s in data["tests"].items()},
+                   float(data["duration"]), str(data["log_tail"]), str(data["command"]),
+                   str(data["reason"]))
+
+
+@dataclass(frozen=True)
+class MatrixRun:
+    """A planned run with its outcome: `tests` are the tests it was given."""
+
+    key: str
+    suite: str
+    candidates: tuple[str, ...]
+    tests: tuple[str, ...]
+    outcome: RunOutcome
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """`passed`: the reward's verdict per candidate; `runs`: the runs done; `skipped`:
+    those not done, with the reason."""
+
+    passed: Mapping[str, bool]
+    runs: tuple[MatrixRun, ...]
+    skipped: tuple[Skipped, ...] = ()
+
+    @classmethod
+    def build(cls, plan: Plan, outcomes: Mapping[str, RunOutcome],
+              skipped: tuple[Skipped, ...] = ()) -> Matrix:
+        """The matrix of `plan`, from the outcomes by key and the runs `run_planned`
+        skipped. ValueError for a run with neither an outcome nor a reason to have none."""
+        all_skipped = (*plan.skipped, *skipped)
+        left = {(s.suite, s.candidates) for s in all_skipped}
+        runs = []
+        for run in plan.runs:
+            if run.key in outcomes:
+                runs.append(MatrixRun(run.key, run.suite, run.candidates, run.tests,
+                                      outcomes[run.key]))
+            elif (run.suite, run.candidates) not in left:
+                raise ValueError(f"run {run.key} ({run.suite}, {', '.join(run.candidates)}): "
+                                 "no outcome, and not skipped")
+        return cls(dict(plan.passed), tuple(runs), all_skipped)
+
+    @cached_property
+    def _by_cell(self) -> dict[tuple[str, str], MatrixRun]:
+        return {(candidate, run.suite): run for run in self.runs for candidate in run.candidates}
+
+    def suites(self) -> list[str]:
+        return list(dict.fromkeys(run.suite for run in self.runs))
+
+    def tests(self, suite: str) -> list[str]:
+        """The tests any run of `suite` reported, sorted."""
+        return sorted({test for run in self.runs if run.suite == suite for test in run.outcome.tests})
+
+    def run_of(self, candidate: str, suite: str) -> MatrixRun | None:
+        return self._by_cell.get((candidate, suite))
+
+    def status(self, candidate: str, suite: str, test: str) -> str | None:
+        """The candidate's status on one test of `suite`; None when it has no run there."""
+        run = self.run_of(candidate, suite)
+        if run is None:
+            return None
+        if test in run.outcome.tests:
+            return run.outcome.tests[test]
+        return run.outcome.status if run.outcome.status in UNCONCLUDED else MISSING
+
+    def to_dict(self) -> dict:
+        """JSON-safe: what a group stores."""
+        return {
+            "passed": dict(self.passed),
+            "runs": [{"key": run.key, "suite": run.suite, "candidates": list(run.candidates),
+                      "tests": list(run.tests), "outcome": run.outcome.to_dict()}
+                     for run in self.runs],
+            "skipped": [s.to_dict() for s in self.skipped],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Matrix:
+        runs = tuple(MatrixRun(str(run["key"]), str(run["suite"]), tuple(run["candidates"]),
+                               tuple(run["tests"]), RunOutcome.from_dict(run["outcome"]))
+                     for run in data["runs"])
+        return cls({str(c): bool(p) for c, p in data["passed"].items()}, runs,
+                   tuple(Skipped.from_dict(s) for s in data["skipped"]))

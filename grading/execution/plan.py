@@ -1,0 +1,192 @@
+"""What to run for one group: each candidate's patch against three suites of tests.
+
+1. `reward`: the reward's own tests, on the candidate's patch with the task's test patch
+   on top (the candidate's changes to the files the test patch touches are dropped first,
+   as SWE-bench's harness resets them). For every candidate, passing or not, so that a
+   verdict that does not reproduce shows either way.
+2. `existing`: the codebase's tests of the modules the passing candidates touch, chosen by
+   a rule (`selection.named_after_touched_modules` by default) and capped by the budget, on each
+   passing candidate's code part (its test changes left out, so that an edited test
+   cannot hide what the code breaks).
+3. `peer:<author>`: the test files a candidate added or changed, on each passing
+   candidate's code part; identical test parts are one suite, named after their first
+   author. The author runs its own tests too: the majority that `verdicts.breaks_tests`
+   counts needs every passing candidate's answer.
+
+A run's key is a digest of the codebase, the applied patch, the selected tests and the
+environment: two candidates with the same change share one run, and a run done once
+(for this group or another) is never done again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from grading.execution.environment import Environment
+from grading.execution.selection import (
+    PatchSplitError,
+    file_patches,
+    join_patches,
+    named_after_touched_modules,
+    runnable_test_files,
+    split_patch,
+    without_files,
+)
+
+REWARD, EXISTING, PEER = "reward", "existing", "peer"
+EVERY_SUITE = "*"
+
+ExistingTestsRule = Callable[[Sequence[str], Sequence[str]], list[str]]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One trajectory of the group: its id, its patch, and the reward's verdict on it."""
+
+    id: str
+    patch: str
+    passed: bool
+
+
+@dataclass(frozen=True)
+class GroupBudget:
+    """What one group may cost: `existing_test_files` of the codebase's tests at most,
+    `runs` runs at most (the rest skipped, in plan order), and `seconds` of wall clock
+    for all its runs together (`runner.run_planned` stops there)."""
+
+    existing_test_files: int = 20
+    runs: int = 200
+    seconds: float = 1800.0
+
+    def __post_init__(self) -> None:
+        if self.existing_test_files < 0 or self.runs < 0:
+            raise ValueError(f"a group's budget counts no fewer than 0 files and runs: {self}")
+        if not (math.isfinite(self.seconds) and self.seconds > 0):
+            raise ValueError(f"a group's budget of seconds must be above 0 and finite: {self}")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run: `patch` applied to the codebase, then the test command on `tests`.
+    `suite` is `reward`, `existing` or `peer:<author>`; `candidates` are those the run
+    speaks for (the same applied patch); `key` identifies its outcome in any cache."""
+
+    key: str
+    suite: str
+    candidates: tuple[str, ...]
+    patch: str
+    tests: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Runs left out, and why: `suite` is the one skipped (`*`: every one)."""
+
+    suite: str
+    candidates: tuple[str, ...]
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"suite": self.suite, "candidates": list(self.candidates), "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Skipped:
+        return cls(str(data["suite"]), tuple(data["candidates"]), str(data["reason"]))
+
+
+@dataclass(frozen=True)
+class Plan:
+    runs: tuple[PlannedRun, ...]
+    skipped: tuple[Skipped, ...]
+    passed: Mapping[str, bool]  # the reward's verdict, per candidate
+
+
+def run_key(codebase_id: str, patch: str, tests: Sequence[str], environment: Environment) -> str:
+    """sha256 of (codebase, sha256 of the applied patch, the selected tests, environment)."""
+    what = [codebase_id, hashlib.sha256(patch.encode()).hexdigest(), list(tests),
+            environment.fingerprint]
+    return hashlib.sha256(json.dumps(what, separators=(",", ":")).encode()).hexdigest()
+
+
+def plan_runs(candidates: Sequence[Candidate], *, codebase_id: str,
+              codebase_files: Sequence[str], environment: Environment,
+              reward_tests: Sequence[str], test_patch: str = "",
+              existing_tests_rule: ExistingTestsRule = named_after_touched_modules,
+              budget: GroupBudget = GroupBudget()) -> Plan:
+    """The runs of one group, best first: the passing candidates' reward runs, their
+    existing tests, their peer tests, then the failing candidates' reward runs.
+
+    `codebase_files` lists the codebase's files (for `existing_tests_rule`); no reward
+    runs without `reward_tests`. A candidate whose patch cannot be cut by file is
+    skipped whole. Raises ValueError for repeated candidate ids, PatchSplitError for a
+    test patch that cannot be cut by file."""
+    ids = [c.id for c in candidates]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"candidate ids repeat: {sorted(i for i, n in Counter(ids).items() if n > 1)}")
+    reset_paths = [f.path for f in file_patches(test_patch)]
+    skipped: list[Skipped] = []
+    parts: dict[str, tuple[str, str]] = {}  # candidate -> (code part, test part)
+    for c in candidates:
+        try:
+            parts[c.id] = split_patch(c.patch)
+        except PatchSplitError as error:
+            skipped.append(Skipped(EVERY_SUITE, (c.id,), str(error)))
+    passing = [c for c in candidates if c.passed and c.id in parts]
+    failing = [c for c in candidates if not c.passed and c.id in parts]
+    runs = _Runs(codebase_id, environment)
+
+    def add_reward_runs(group: list[Candidate]) -> None:
+        if not reward_tests:
+            return
+        for c in group:
+            patch = join_patches(without_files(c.patch, reset_paths), test_patch)
+            runs.add(REWARD, c.id, patch, reward_tests)
+
+    add_reward_runs(passing)
+    touched = Counter(f.path for c in passing for f in file_patches(parts[c.id][0]))
+    existing = existing_tests_rule(sorted(touched, key=lambda path: (-touched[path], path)),
+                                   codebase_files)
+    if len(existing) > budget.existing_test_files:
+        left_out = existing[budget.existing_test_files:]
+        skipped.append(Skipped(EXISTING, tuple(c.id for c in passing),
+                               f"{len(left_out)} existing test files over the group's budget of "
+                               f"{budget.existing_test_files}: {', '.join(left_out)}"))
+        existing = existing[:budget.existing_test_files]
+    if existing:
+        for c in passing:
+            runs.add(EXISTING, c.id, parts[c.id][0], existing)
+    first_author: dict[str, str] = {}  # test part -> the first candidate that wrote it
+    for c in passing + failing:
+        first_author.setdefault(parts[c.id][1], c.id)
+    for test_part, author in first_author.items():
+        selection = runnable_test_files(test_part)
+        if selection:
+            for c in passing:
+                runs.add(f"{PEER}:{author}", c.id, join_patches(parts[c.id][0], test_part), selection)
+    add_reward_runs(failing)
+
+    planned = list(runs.runs.values())
+    for run in planned[budget.runs:]:
+        skipped.append(Skipped(run.suite, run.candidates,
+                               f"over the group's budget of {budget.runs} runs"))
+    return Plan(tuple(planned[:budget.runs]), tuple(skipped), {c.id: c.passed for c in candidates})
+
+
+class _Runs:
+    """Planned runs, one per (suite, key), each naming every candidate it speaks for."""
+
+    def __init__(self, codebase_id: str, environment: Environment) -> None:
+        self.codebase_id = codebase_id
+        self.environment = environment
+        self.runs: dict[tuple[str, str], PlannedRun] = {}
+
+    def add(self, suite: str, candidate: str, patch: str, tests: Sequence[str]) -> None:
+        key = run_key(self.codebase_id, patch, tests, self.environment)
+        run = self.runs.get((suite, key))
+        candidates = (*run.candidates, candidate) if run else (candidate,)
+        self.runs[suite, key] = PlannedRun(key, suite, candidates, patch, tuple(tests))

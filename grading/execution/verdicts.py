@@ -1,0 +1,56 @@
+"""What a group's matrix says about its candidates, for a grader to weigh.
+
+- `flaky`: the reward's verdict on a candidate does not reproduce here: it passed it and
+  its reward tests fail, or it failed it and they pass. Runs that did not conclude
+  (timeout, error, refused) confirm nothing and contradict nothing.
+- `breaks_tests`: a passing candidate fails tests that more than half of the other
+  passing candidates that ran them pass. The existing tests count, and the peer tests
+  that the reward's and the existing runs did not already report (a peer who changed
+  an existing test file runs that file's old tests again: those count once).
+"""
+
+from __future__ import annotations
+
+from grading.execution.matrix import ERROR, FAIL, MISSING, PASS, REFUSED, TIMEOUT, Matrix
+from grading.execution.plan import EXISTING, PEER, REWARD
+
+NOT_PASSED = (FAIL, ERROR, TIMEOUT, MISSING)
+
+
+def flaky(matrix: Matrix) -> dict[str, str]:
+    """{candidate: why} for each candidate whose reward verdict does not reproduce."""
+    found = {}
+    for candidate, passed in matrix.passed.items():
+        run = matrix.run_of(candidate, REWARD)
+        if run is None or run.outcome.status not in (PASS, FAIL):
+            continue
+        if passed and run.outcome.status == FAIL:
+            failing = sorted(t for t, s in run.outcome.tests.items() if s != PASS)
+            found[candidate] = ("the reward passed it; its reward tests fail here"
+                                + (f": {', '.join(failing)}" if failing else ""))
+        elif not passed and run.outcome.status == PASS:
+            found[candidate] = "the reward failed it; its reward tests pass here"
+    return found
+
+
+def breaks_tests(matrix: Matrix) -> dict[str, list[tuple[str, str]]]:
+    """{passing candidate: [(suite, test), ...]}: the tests it fails that most of the
+    other passing candidates pass, for each candidate that fails any."""
+    passing = [c for c, passed in matrix.passed.items() if passed]
+    suites = [s for s in matrix.suites() if s == EXISTING or s.startswith(f"{PEER}:")]
+    already = set(matrix.tests(REWARD)) | set(matrix.tests(EXISTING))
+    found: dict[str, list[tuple[str, str]]] = {}
+    for suite in suites:
+        tests = matrix.tests(suite)
+        if suite != EXISTING:
+            tests = [t for t in tests if t not in already]
+        for test in tests:
+            status = {c: matrix.status(c, suite, test) for c in passing}
+            for candidate in passing:
+                if status[candidate] not in NOT_PASSED:
+                    continue
+                others = [s for c, s in status.items()
+                          if c != candidate and s is not None and s != REFUSED]
+                if others and others.count(PASS) > len(others) / 2:
+                    found.setdefault(candidate, []).append((suite, test))
+    return found
