@@ -194,22 +194,20 @@ class _Group:
     rewards: list[float] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)
     turns: list[float | None] = field(default_factory=list)
-    reference: str | None = None  # its reference fix, read only while its proxy is not stored
-    patches: list[str | None] = field(default_factory=list)  # likewise
+    patches: list[str | None] = field(default_factory=list)  # the passing ones', while its proxy is not stored
 
 
 def _trajectories(groups) -> dict[int, _Group]:
-    """`groups`: a subquery of group pks. The patches and reference fix of a group whose proxy
-    ranking is not stored yet come with them, for `_proxies` (the same query)."""
+    """`groups`: a subquery of group pks. The passing patches of a group whose proxy ranking
+    is not stored yet come with them, for `_proxies` (the same query)."""
     unproxied = Q(group__reference_proxy=None) & ~Q(group__reference_patch=None) & ~Q(group__reference_patch="")
     out: dict[int, _Group] = {}
     rows = (Trajectory.objects.filter(group_id__in=groups).order_by("group_id", "trajectory_id")
             .values_list("group_id", "group__batch_id", "group__group_id", "trajectory_id", "passed", "reward",
                          Length("patch"), "metrics__num_turns",
-                         Case(When(unproxied, then=F("group__reference_patch"))),
-                         Case(When(unproxied, then=F("patch")))))
-    for group, batch, group_id, tid, passed, reward, length, turns, reference, patch in rows:
-        g = out.get(group) or out.setdefault(group, _Group(batch, group_id, reference=reference))
+                         Case(When(unproxied & Q(passed=True), then=F("patch")))))  # the proxy ranks passing ones
+    for group, batch, group_id, tid, passed, reward, length, turns, patch in rows:
+        g = out.get(group) or out.setdefault(group, _Group(batch, group_id))
         g.ids.append(tid)
         g.passed.append(passed)
         g.rewards.append(reward)
@@ -227,19 +225,20 @@ def _proxies(groups, data: dict[int, _Group]) -> dict[int, tuple]:
     stored = dict(with_reference.values_list("pk", "reference_proxy__tiers"))
     missing = [pk for pk, tiers in stored.items() if tiers is None]
     if missing:
-        stored.update(_store_proxies({pk: data[pk] for pk in missing}))
+        references = dict(Group.objects.filter(pk__in=missing).values_list("pk", "reference_patch"))
+        stored.update(_store_proxies({pk: (data[pk], references[pk]) for pk in missing}))
     return {pk: tuple(tuple(t) for t in tiers) for pk, tiers in stored.items() if usable(tiers)}
 
 
-def _store_proxies(groups: dict[int, _Group]) -> dict[int, list]:
-    """Compute the proxy ranking of `groups` (each with its reference fix and patches) and store
-    it; a row stored meanwhile by another request stays (same group, same ranking)."""
+def _store_proxies(groups: dict[int, tuple[_Group, str]]) -> dict[int, list]:
+    """Compute the proxy ranking of `groups` (each with its patches, and its reference fix) and
+    store it; a row stored meanwhile by another request stays (same group, same ranking)."""
     out = {}
-    for pk, g in groups.items():
+    for pk, (g, reference) in groups.items():
         view = GroupView(group_id=g.group_id, statement="", repo="", trajectories=tuple(
             TrajectoryView(tid, True, 1.0, patch) for tid, passed, patch in zip(g.ids, g.passed, g.patches, strict=True)
             if passed))
-        out[pk] = [list(tier) for tier in proxy_tiers(ReferenceGroup(view, g.reference))]
+        out[pk] = [list(tier) for tier in proxy_tiers(ReferenceGroup(view, reference))]
     ReferenceProxy.objects.bulk_create((ReferenceProxy(group_id=pk, tiers=tiers) for pk, tiers in out.items()),
                                        batch_size=2000, ignore_conflicts=True)
     return out
