@@ -15,6 +15,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from grading import limits
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -210,9 +212,26 @@ GAGAR_GRADER_QUEUES = dict(item.split("=", 1) for item in env_list("GAGAR_GRADER
 # Advantages (exports, the `advantages` command) are read this many groups at a time: memory
 # against queries per export.
 GAGAR_EXPORT_CHUNK_GROUPS = int(os.environ.get("GAGAR_EXPORT_CHUNK_GROUPS", "2000"))
+# Export tasks: limits of their own (below CELERY_VISIBILITY_TIMEOUT, as the grading ones);
+# an export past its soft limit, or whose worker was lost, is tried again up to
+# GAGAR_EXPORT_MAX_ATTEMPTS attempts in all, then failed with the reason.
+GAGAR_EXPORT_SOFT_TIME_LIMIT = int(os.environ.get("GAGAR_EXPORT_SOFT_TIME_LIMIT", "1800"))
+GAGAR_EXPORT_TIME_LIMIT = int(os.environ.get("GAGAR_EXPORT_TIME_LIMIT", "2100"))
+GAGAR_EXPORT_MAX_ATTEMPTS = int(os.environ.get("GAGAR_EXPORT_MAX_ATTEMPTS", "3"))
 
 # API: a streamed upload (a batch, or one training step's rollouts) larger than this is refused (413).
 GAGAR_API_UPLOAD_LIMIT = int(os.environ.get("GAGAR_API_UPLOAD_LIMIT", str(2 * 1024**3)))
+# API: refused tokens (unknown, revoked, an inactive user's) are counted per client address in
+# the default cache; once GAGAR_API_TOKEN_FAILURE_LIMIT were refused within
+# GAGAR_API_TOKEN_FAILURE_WINDOW seconds of the first, every token from that address, a valid
+# one too, is refused (429) until the window ends (webapp/api/throttle.py).
+GAGAR_API_TOKEN_FAILURE_LIMIT = int(os.environ.get("GAGAR_API_TOKEN_FAILURE_LIMIT", "20"))
+GAGAR_API_TOKEN_FAILURE_WINDOW = float(os.environ.get("GAGAR_API_TOKEN_FAILURE_WINDOW", "600"))
+# Rollout import (command line, batches page, API): the most trajectories one group may have, and the
+# lines (blank ones included) and decompressed bytes one import may read (grading/limits.py says why).
+GAGAR_MAX_GROUP_SIZE = int(os.environ.get("GAGAR_MAX_GROUP_SIZE", limits.MAX_GROUP_SIZE))
+GAGAR_MAX_IMPORT_LINES = int(os.environ.get("GAGAR_MAX_IMPORT_LINES", limits.MAX_IMPORT_LINES))
+GAGAR_MAX_IMPORT_BYTES = int(os.environ.get("GAGAR_MAX_IMPORT_BYTES", limits.MAX_IMPORT_BYTES))
 
 LOGGING = {
     "version": 1,

@@ -13,6 +13,7 @@ died of it in turn while every other task waited behind it.
 import functools
 import logging
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from webapp.audit.services import figures_refresh, figures_sweep
@@ -57,10 +58,12 @@ def grade(*, grading_ids: list[int]) -> None:
     gradings_process(grading_ids=grading_ids)
 
 
-@app.task(name=EXPORT_TASK, **RETRY_ON_DATABASE_ERRORS)
+@app.task(name=EXPORT_TASK, soft_time_limit=settings.GAGAR_EXPORT_SOFT_TIME_LIMIT,
+          time_limit=settings.GAGAR_EXPORT_TIME_LIMIT, **RETRY_ON_DATABASE_ERRORS)
 @fails_alone
 def export(*, export_id: int) -> None:
-    """Build the export if it is still queued; otherwise it was claimed elsewhere or is finished."""
+    """Build the export if it is still queued; otherwise it was claimed elsewhere or is finished.
+    Its time limits are its own, not the grading tasks'."""
     export_build(export_id)
 
 

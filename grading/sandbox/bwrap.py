@@ -28,6 +28,7 @@ SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
 NOBODY = 65534
 WORKDIR = "/work"
 PATH = "/usr/local/bin:/usr/bin:/bin"
+HIDDEN_BY_MOUNTS = ("/tmp", WORKDIR, "/dev", "/proc")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,14 @@ class BwrapSandbox:
     executable: str = "bwrap"
     run_as: int = NOBODY
     readonly_paths: tuple[str, ...] = SYSTEM_PATHS
+
+    def __post_init__(self) -> None:
+        # The workdir and the private /tmp, /dev and /proc are mounted after the read-only
+        # binds and would hide a folder under them without a word.
+        for path in self.readonly_paths:
+            if any(Path(path) == Path(top) or Path(path).is_relative_to(top) for top in HIDDEN_BY_MOUNTS):
+                raise SandboxConfigError(f"bwrap: readonly path {path!r} lies under {', '.join(HIDDEN_BY_MOUNTS)}, "
+                                         "which the sandbox mounts over: put it elsewhere")
 
     def check(self) -> None:
         """Raise SandboxConfigError unless this host can run a sandbox: bwrap is installed

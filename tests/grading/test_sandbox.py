@@ -20,6 +20,7 @@ from grading.sandbox import (
     SandboxConfigError,
     check_backend,
 )
+from grading.sandbox.bwrap import SYSTEM_PATHS
 from grading.sandbox.limits import FAILED, KILLED_MEMORY, KILLED_OUTPUT, PASSED, TIMEOUT
 
 TEMPLATE = ("bwrap --unshare-all --die-with-parent --clearenv --setenv PATH /usr/bin:/bin "
@@ -203,3 +204,8 @@ def test_the_template_fills_in_the_workdir_the_image_and_the_limits():
 
 def test_checking_a_working_command_backend_passes():
     check_backend(SandboxConfig("command", template=TEMPLATE))
+
+
+def test_a_readonly_path_the_sandbox_would_mount_over_is_refused():
+    with pytest.raises(SandboxConfigError, match="'/tmp/venv' lies under /tmp"):
+        BwrapSandbox(readonly_paths=(*SYSTEM_PATHS, "/tmp/venv"))

@@ -19,13 +19,9 @@ import pytest
 from django.urls import reverse
 
 from tests.django_fixtures import make_user
-from tests.webapp.annotationdata import grade, review_batch, save, set_policy
-from tests.webapp.urlwalk import url_patterns
-from webapp.audit.sampling import Source, audit_plan
-from webapp.audit.services import audit_set_create, verdict_save
-from webapp.exports.selectors import exports_root
-from webapp.models import Export, GradingTranscript, Group, Trajectory
-from webapp.roles import ANNOTATOR, AUDITOR
+from tests.webapp.annotationdata import save, set_policy
+from tests.webapp.urlwalk import PASSING, marked_group, urls_of
+from webapp.roles import AUDITOR
 
 pytestmark = pytest.mark.django_db
 
@@ -43,58 +39,13 @@ GRADER_SECRETS = (
 OTHERS_SECRETS = ("OTHER-ANNOTATOR-RATIONALE-SECRET", "OTHER-ANNOTATOR-GROUP-SECRET")
 VERDICT_SECRETS = ("OTHER-AUDITOR-NOTES-SECRET",)
 EVERY_SECRET = GRADER_SECRETS + OTHERS_SECRETS + VERDICT_SECRETS
-PASSING = [["t1"], ["t2", "t3"], ["t4"], ["t5"]]
 
 
 @pytest.fixture
 def walk(tmp_path, researcher):
     """A group whose grader, another annotator and another auditor each left a marker; the
     batch's policy is blind review with 2-way overlap (tests change it)."""
-    group = Group.objects.get(batch=review_batch(tmp_path), group_id="task-1")
-    set_policy(group.batch, blind=True, overlap=2)
-    grading = grade(group, confidence=0.876543, flags={"t4": ["edits_tests"]},  # capped by default
-                    rationales={"t1": "GRADER-RATIONALE-SECRET"})
-    grading.scores = {"t1": 0.918273, "t2": 0.5, "t3": 0.5, "t4": 0.25, "t5": 0.125}
-    grading.grader_version = grading.run.grader_version = "GRADER-VERSION-SECRET"
-    grading.save()
-    grading.run.save()
-    GradingTranscript.objects.create(grading=grading, messages=[
-        {"run": 0, "turn": 1, "role": "assistant", "content": "GRADER-TRANSCRIPT-SECRET"}])
-    save(group, make_user("other-annotator", ANNOTATOR), PASSING,
-         rationales={"t2": "OTHER-ANNOTATOR-RATIONALE-SECRET"}, group_rationale="OTHER-ANNOTATOR-GROUP-SECRET")
-    plan = audit_plan(source=Source(batch=group.batch), stratify_by=None, bins=4, seed=0, size=1, half_width=None,
-                      confidence=0.95)
-    item = audit_set_create(name="walk", plan=plan, user=researcher).items.get()
-    verdict_save(item=item, auditor=make_user("other-auditor", AUDITOR), verdict="correct", categories=[],
-                 notes="OTHER-AUDITOR-NOTES-SECRET")
-    return group, grading, item
-
-
-def urls_of(group, grading, item):
-    """Every named URL pattern filled in for `group`; a pattern this cannot fill fails the test."""
-    trajectory = Trajectory.objects.get(group=group, trajectory_id="t1")
-    other = Trajectory.objects.get(group=group, trajectory_id="t2")
-    path = trajectory.patch.split("\n", 1)[0].split(" b/", 1)[1]
-    queries = {"interdiff": f"?a={trajectory.pk}&b={other.pk}", "patch_file": f"?path={path}"}
-    export = Export.objects.create(batch=group.batch, kind="advantages", format="parquet", status=Export.Status.DONE,
-                                   folder="walk", files=[{"name": "manifest.json", "bytes": 2, "sha256": "0" * 64}])
-    (exports_root() / "walk").mkdir(parents=True, exist_ok=True)
-    (exports_root() / "walk" / "manifest.json").write_text("{}")
-    by_prefix = {"batches": group.batch_id, "groups": group.pk, "trajectories": trajectory.pk,
-                 "gradings": grading.pk, "exports": export.pk, "audit/sets": item.audit_set_id,
-                 "audit/items": item.pk}
-    urls = {}
-    for name, route in url_patterns():
-        kwargs = {}
-        if "<int:pk>" in route:
-            prefix = max((p for p in by_prefix if route.startswith(f"{p}/")), key=len, default=route.split("/")[0])
-            assert prefix in by_prefix, f"the walk cannot fill {route!r}: teach it {prefix}/"
-            kwargs["pk"] = by_prefix[prefix]
-        kwargs.update({key: 0 for key in ("index", "part") if f"<int:{key}>" in route})
-        kwargs.update({"name": "manifest.json"} if "<str:name>" in route else {})
-        kwargs.update({"table": "agreement"} if "<slug:table>" in route else {})
-        urls[name] = reverse(name, kwargs=kwargs) + queries.get(name, "")
-    return urls
+    return marked_group(tmp_path, researcher)
 
 
 def walk_as(client, user, urls) -> dict[str, set[str]]:

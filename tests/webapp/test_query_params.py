@@ -16,9 +16,8 @@ import pytest
 from django.http import QueryDict
 from django.urls import reverse
 
-from tests.webapp.annotationdata import grade, review_batch
-from tests.webapp.test_blind_review import urls_of
-from webapp.models import Group, Trajectory
+from tests.webapp.urlwalk import marked_group, urls_of
+from webapp.models import Trajectory
 from webapp.review.views import QUERY_INT_MAX, query_int
 
 pytestmark = pytest.mark.django_db
@@ -31,9 +30,9 @@ URL_NUMBER = re.compile(r"(?<=/)[0-9]+(?=/|$)")
 
 @pytest.fixture
 def walked(tmp_path, client, researcher):
-    group = Group.objects.get(batch=review_batch(tmp_path), group_id="task-1")
+    group, grading, item = marked_group(tmp_path, researcher)
     client.force_login(researcher)
-    return group, urls_of(group, grade(group))
+    return group, urls_of(group, grading, item)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from django.db.models import Count
 
 from webapp.advantages import MISSING_SCORES, RANKING_MISMATCH, AdvantageConfig, advantage_rows
 from webapp.batches.selectors import label_counts
+from webapp.exports.selectors import advantages_ready
 from webapp.grading.selectors import batch_grading_status, graded_share
 from webapp.models import ApiToken, Batch, Export, Grading, Group
 from webapp.rankings import Viewer
@@ -39,8 +40,9 @@ def export_active(export: Export) -> bool:
 
 
 def grading_active(batch: Batch) -> bool:
-    """Whether any grading of `batch` is queued or running."""
-    return Grading.objects.filter(run__batch=batch, status__in=ACTIVE).exists()
+    """Whether any grading of `batch` is queued or running: while one is, its advantages
+    are held back, by the rule an export launch follows (`advantages_ready`)."""
+    return not advantages_ready(batch)
 
 
 def wait_until(done: Callable[[], bool], *, seconds: float) -> bool:

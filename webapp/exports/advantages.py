@@ -22,7 +22,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from webapp.advantages import AdvantageChunk, AdvantageConfig, advantage_chunks
+from webapp.advantages import MISSING_SCORES, RANKING_MISMATCH, AdvantageChunk, AdvantageConfig, advantage_chunks
+from webapp.exports.selectors import UNGRADED, ungraded_reasons
 from webapp.models import Batch
 from webapp.rankings import Viewer
 
@@ -57,24 +58,51 @@ PARQUET_OPTIONS = {
     "write_page_index": False,
 }
 ROW_GROUP_ROWS = 65_536
+# A ranking that cannot apply (a group's advantages fell back to GRPO's), as opposed to one
+# that applies and leaves them as they are (a single passing trajectory, equal factors).
+UNUSABLE = (RANKING_MISMATCH, MISSING_SCORES)
 
 Progress = Callable[[int, int], None]  # (rows written so far, rows in all)
 
 
 @dataclass
 class Written:
-    """What a write produced: rows, and their counts by group label and by source."""
+    """What a write produced: rows, their counts by group label and by source, and the
+    mixed groups left without a ranking (and their trajectories) by why (UNGRADED)."""
 
     rows: int = 0
     labels: Counter = field(default_factory=Counter)
     sources: Counter = field(default_factory=Counter)
+    ungraded_groups: Counter = field(default_factory=Counter)
+    ungraded_trajectories: Counter = field(default_factory=Counter)
 
-    def add(self, chunk: AdvantageChunk) -> None:
+    def add(self, batch: Batch, chunk: AdvantageChunk) -> None:
         sizes = np.bincount(chunk.group_index, minlength=len(chunk.group_ids)).tolist()
-        for size, label, source in zip(sizes, chunk.label, chunk.source, strict=True):
+        unranked: dict[str, int] = {}
+        for group_id, size, label, source, reason in zip(chunk.group_ids, sizes, chunk.label, chunk.source,
+                                                         chunk.source_reason, strict=True):
             self.labels[label] += size
             self.sources[source] += size
+            if label != "mixed":
+                continue
+            if source == "none":
+                unranked[group_id] = size
+            elif reason in UNUSABLE:
+                self._ungraded("fell_back", size)
+        if unranked:  # a query only for a chunk that has some: most have none once graded
+            for group_id, why in ungraded_reasons(batch, list(unranked)).items():
+                self._ungraded(why, unranked[group_id])
         self.rows += len(chunk)
+
+    def _ungraded(self, why: str, size: int) -> None:
+        self.ungraded_groups[why] += 1
+        self.ungraded_trajectories[why] += size
+
+    def ungraded(self) -> dict:
+        """The manifest's `ungraded`: totals, and per reason (every one listed)."""
+        return {"groups": self.ungraded_groups.total(), "trajectories": self.ungraded_trajectories.total(),
+                "reasons": {why: {"groups": self.ungraded_groups[why], "trajectories": self.ungraded_trajectories[why]}
+                            for why in UNGRADED}}
 
 
 def write_advantages(batch: Batch, path: Path, *, viewer: Viewer, format: str, config: AdvantageConfig,
@@ -123,7 +151,7 @@ def _counted(batch: Batch, viewer: Viewer, config: AdvantageConfig, written: Wri
     """The chunks of `batch`, each counted (and progress told) once the caller has written it."""
     for chunk in advantage_chunks(batch, viewer=viewer, config=config):
         yield chunk
-        written.add(chunk)
+        written.add(batch, chunk)
         if on_progress:
             on_progress(written.rows, batch.n_trajectories)
 

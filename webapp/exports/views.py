@@ -3,8 +3,10 @@
 Researchers only (`export_required`): exports carry the grader's rankings, which
 blind review hides from annotators. One view serves the fragment the batch page
 loads with htmx and a full page without JavaScript; the panel polls itself only
-while an export is queued or running. Files are served by a view that checks the
-role, never from a static URL.
+while an export is queued or running. While grading of the batch is under way the
+advantages form says so and offers to export anyway (the launch refuses otherwise,
+with the API's words). Files are served by a view that checks the role, never from
+a static URL.
 """
 
 import json
@@ -75,6 +77,7 @@ def _panel(request, batch, *, forms=None, notice=None, status=200):
         "batch": batch,
         "exports": [{"export": e, "config": json.dumps(e.config, indent=None)} for e in exports],
         "active": any(e.status in ACTIVE for e in exports),
+        "grading_unfinished": selectors.unfinished_gradings(batch).count(),
         "advantages_form": forms[Export.Kind.ADVANTAGES],
         "sft_form": forms[Export.Kind.SFT],
         "notice": notice,

@@ -11,7 +11,8 @@ The rows are also the outbox: a queued grading whose message the broker has not
 taken has no `sent_at`. Messages go out once the transaction that queued them
 commits; if the broker is down they stay unsent, and the sweep sends them. The
 sweep also re-queues running gradings whose lease ran out (their worker is gone)
-and re-sends the messages a broker lost (a restart without persistence).
+and re-sends the messages that were lost (webapp/leases.py: a broker restarted
+without persistence, a worker that died holding a message it had not started).
 
 A cancelled run (`grading_run_cancel`) cancels its queued gradings at once: a
 worker claims only queued rows, and the sweep sends only queued ones, so their
@@ -40,6 +41,7 @@ from grading.profiles import QUEUES, Profile, ProfileError, load_profiles
 from webapp.bulk import insert_rows
 from webapp.grading import sql
 from webapp.jobs import GPU, GRADE_TASK, app
+from webapp.leases import LOST_AFTER_S, idle_queues
 from webapp.models import Batch, Grading, GradingRun, Group
 
 log = logging.getLogger(__name__)
@@ -51,10 +53,6 @@ ACTIVE = (QUEUED, RUNNING)
 ANALYZE_AFTER = 1000
 # Gradings marked sent per UPDATE: SQLite takes up to 32766 parameters in a statement.
 MARK_CHUNK = 5000
-# A queued grading whose message was due this long ago, on a queue the broker holds no
-# message of, has lost its message (the broker restarted): the sweep sends it again. Not
-# sooner: a worker may have just taken the message and not yet claimed the grading.
-LOST_AFTER_S = 30
 
 
 class LaunchError(ValueError):
@@ -259,13 +257,9 @@ def _requeue_expired(now) -> tuple[int, int]:
 
 
 def _idle_queues(queues: set[str]) -> set[str]:
-    """Those of `queues` that hold no message on the broker."""
-    if not queues:
-        return set()
+    """`idle_queues`, with BrokerUnavailable when the broker is unreachable."""
     try:
-        with app.connection_for_write() as connection:
-            channel = connection.default_channel
-            return {queue for queue in queues if not channel.queue_declare(queue=queue).message_count}
+        return idle_queues(queues)
     except BrokerError as error:
         raise BrokerUnavailable(f"the broker is unreachable ({error})") from error
 

@@ -8,10 +8,12 @@ from importlib.metadata import version
 
 import pyarrow.parquet as pq
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
 from webapp.advantages import AdvantageConfig
+from webapp.exports import services
 from webapp.exports.advantages import COLUMNS
 from webapp.exports.selectors import export_file, exports_root
 from webapp.exports.services import ExportError, export_build, export_launch, exports_sweep
@@ -147,7 +149,8 @@ def test_the_sweep_queues_again_an_export_whose_worker_was_lost(sample_batch, re
     half = lost_worker(export)
     assert exports_sweep().requeued == 1
     export.refresh_from_db()
-    assert (export.status, export.claim_token) == ("queued", "") and "lost its worker" in export.error
+    assert (export.status, export.claim_token) == ("queued", "")
+    assert export.error == "attempt 1 lost its worker; queued again"
     assert not half.exists()
     export_build(export.pk)
     export.refresh_from_db()
@@ -161,13 +164,54 @@ def test_the_sweep_leaves_an_export_whose_lease_holds(sample_batch, researcher, 
     assert Export.objects.get(pk=export.pk).status == "running" and half.exists()
 
 
-def test_the_sweep_fails_an_export_out_of_attempts(sample_batch, researcher, filesystem_broker):
+def test_the_sweep_fails_an_export_out_of_attempts(sample_batch, researcher, filesystem_broker, settings):
+    settings.GAGAR_EXPORT_MAX_ATTEMPTS = 2
     export = launch(sample_batch, researcher)
-    lost_worker(export, attempts=3)
+    lost_worker(export, attempts=2)
     sweep = exports_sweep()
     export.refresh_from_db()
     assert (sweep.requeued, sweep.failed, export.status) == (0, 1, "failed")
-    assert export.error.startswith("gave up after 3 attempts")
+    assert export.error == "gave up after 2 attempts: the last one lost its worker"
+    assert list(exports_root().iterdir()) == []
+
+
+def test_the_sweep_sends_again_an_export_whose_message_a_lost_worker_took_before_claiming_it(
+        sample_batch, researcher, filesystem_broker):
+    """Taken (prefetched) by a worker that died before it claimed the export: the row is
+    queued and sent, and its queue holds no message. A moment after its message went out, a
+    live worker may be about to claim it; 30 s after, it was lost."""
+    export = launch(sample_batch, researcher)
+    queued = Export.objects.filter(pk=export.pk)
+    queued.update(sent_at=timezone.now())
+    assert exports_sweep().sent == 0
+    queued.update(sent_at=timezone.now() - timedelta(seconds=31))
+    assert exports_sweep().sent == 1
+    assert exports_sweep().sent == 0  # sent again just now
+    queued.update(sent_at=timezone.now() - timedelta(seconds=31))
+    assert exports_sweep().sent == 0  # its message waits in the queue: nothing was lost
+
+
+@pytest.mark.django_db(transaction=True)  # as in a worker: the build closes its connection, in no transaction
+def test_a_build_past_its_soft_time_limit_is_queued_again_not_failed(sample_batch, researcher, filesystem_broker,
+                                                                     monkeypatch, settings):
+    """As for a lost worker: another attempt, sent at once, until the attempts run out."""
+    settings.GAGAR_EXPORT_MAX_ATTEMPTS = 2
+    settings.GAGAR_EXPORT_SOFT_TIME_LIMIT = 60
+
+    def slow(*args, **kwargs):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(services, "write_counted", slow)
+    export = launch(sample_batch, researcher)
+    export_build(export.pk)
+    export.refresh_from_db()
+    assert (export.status, export.attempts, export.claim_token) == ("queued", 1, "")
+    assert export.error == "attempt 1 ran past its soft time limit (60 s); queued again"
+    assert export.sent_at is not None and list(exports_root().iterdir()) == []
+    export_build(export.pk)
+    export.refresh_from_db()
+    assert (export.status, export.attempts) == ("failed", 2)
+    assert export.error == "gave up after 2 attempts: the last one ran past its soft time limit (60 s)"
     assert list(exports_root().iterdir()) == []
 
 
