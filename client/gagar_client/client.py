@@ -124,10 +124,12 @@ class Client:
     # --- exports ---------------------------------------------------------------------
 
     def export(self, batch: str, *, kind: str = "advantages", format: str = "parquet",
-               config: dict | None = None) -> dict:
-        """Start an export of `batch` built by a worker; poll it with `export_status`."""
+               config: dict | None = None, allow_ungraded: bool = False) -> dict:
+        """Start an export of `batch` built by a worker; poll it with `export_status`. While
+        grading of the batch runs the app refuses an advantages export unless `allow_ungraded`."""
         return self._request("POST", f"/batches/{self.batch_id(batch)}/exports",
-                             json={"kind": kind, "format": format, "config": config or {}}).json()
+                             json={"kind": kind, "format": format, "config": config or {},
+                                   "allow_ungraded": allow_ungraded}).json()
 
     def export_status(self, export_id: int, *, wait: float = 0) -> dict:
         """An export's state and files, after waiting up to `wait` seconds for it to finish."""

@@ -275,14 +275,19 @@ def advantages(request, batch_id: int, query: Query[schemas.AdvantagesQuery]):
     return FileResponse(data, as_attachment=True, filename=filename, content_type=PARQUET)
 
 
-@api.post("/batches/{batch_id}/exports", response={202: schemas.ExportOut, **ERRORS}, tags=["exports"])
+@api.post("/batches/{batch_id}/exports", response={202: schemas.ExportOut, 409: schemas.ErrorOut, **ERRORS},
+          tags=["exports"])
 def export_launch(request, batch_id: int, payload: schemas.ExportIn):
     """Start an export built by a worker (or get the identical one already under way); its
-    `config` overrides the batch's advantage config, or holds the SFT export's options."""
+    `config` overrides the batch's advantage config, or holds the SFT export's options. While
+    grading of the batch runs, an advantages export is refused (409) unless `allow_ungraded`."""
     require(request, EXPORTER)
     try:
         export = exports.export_launch(batch=_batch(batch_id), kind=payload.kind, format=payload.format,
-                                       config=payload.config, user=request.auth)
+                                       config=payload.config, user=request.auth,
+                                       allow_ungraded=payload.allow_ungraded)
+    except exports.GradingUnfinished as error:
+        return Status(409, {"errors": [str(error)]})
     except exports.ExportError as error:
         raise services.InputError([str(error)]) from None
     return Status(202, export)

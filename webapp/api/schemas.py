@@ -146,6 +146,8 @@ class ExportIn(Schema):
     kind: Literal["advantages", "sft"] = "advantages"
     format: Literal["parquet", "jsonl"] = "parquet"
     config: dict[str, Any] = Field(default_factory=dict, description="advantage config or SFT options")
+    allow_ungraded: bool = Field(False, description="export advantages while grading of the batch is queued or "
+                                                    "running; the manifest counts the groups left ungraded")
 
 
 class ExportFileOut(Schema):

@@ -5,6 +5,8 @@ explicit override, and the manifest's count of what an export left ungraded, and
 import json
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.urls import reverse
 
 from tests.factories import group
@@ -108,7 +110,12 @@ def test_the_api_refuses_an_export_and_holds_back_advantages_by_the_same_rule(cl
     headers = {"Authorization": f"Bearer {api_token_create(user=researcher, name='t')[1]}"}
     launched = client.post(f"/api/batches/{batch.pk}/exports", {"kind": "advantages", "format": "jsonl"},
                            content_type="application/json", headers=headers)
-    assert launched.status_code == 400 and launched.json() == {"errors": [REFUSAL]}
+    assert launched.status_code == 409 and launched.json() == {"errors": [REFUSAL]}
+    anyway = client.post(f"/api/batches/{batch.pk}/exports",
+                         {"kind": "advantages", "format": "jsonl", "allow_ungraded": True},
+                         content_type="application/json", headers=headers)
+    assert anyway.status_code == 202
+    Export.objects.all().delete()
     held = client.get(f"/api/batches/{batch.pk}/advantages?wait=0", headers=headers)
     assert held.status_code == 202 and held.json()["grading_active"]
     Grading.objects.filter(status=Grading.Status.RUNNING).update(status=Grading.Status.DONE)
@@ -116,3 +123,13 @@ def test_the_api_refuses_an_export_and_holds_back_advantages_by_the_same_rule(cl
     launched = client.post(f"/api/batches/{batch.pk}/exports", {"kind": "advantages", "format": "jsonl"},
                            content_type="application/json", headers=headers)
     assert launched.status_code == 202
+
+
+def test_the_export_command_refuses_by_the_same_rule_unless_told_to_export_anyway(batch, tmp_path, capsys):
+    out = tmp_path / "a.jsonl"
+    with pytest.raises(CommandError, match=r"grading: 1 grading of batch 'b' is queued .*\(--allow-ungraded\)"):
+        call_command("export", "advantages", "--batch", "b", "--format", "jsonl", "--out", str(out))
+    assert not out.exists()
+    call_command("export", "advantages", "--batch", "b", "--format", "jsonl", "--out", str(out), "--allow-ungraded")
+    manifest = json.loads(out.with_name("a.jsonl.manifest.json").read_text())
+    assert manifest["ungraded"]["groups"] > 0

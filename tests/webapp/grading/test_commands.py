@@ -5,7 +5,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from webapp.grading.services import grading_run_cancel
-from webapp.models import Grading, GradingRun
+from webapp.models import Export, Grading, GradingRun
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +53,16 @@ def test_grade_reports_bad_arguments(sample_batch, options, message):
 
 def test_sweep_gradings_reports_what_it_did(db, capsys):
     call_command("sweep_gradings", resend_after=60)
-    assert capsys.readouterr().out.strip() == "0 re-queued, 0 failed, 0 sent"
+    assert capsys.readouterr().out.strip() == "0 re-queued, 0 failed, 0 sent\nexports: 0 re-queued, 0 failed, 0 sent"
+
+
+def test_sweep_gradings_sends_an_export_whose_message_never_went_out(sample_batch, capsys):
+    """A deployment that runs the sweep from cron, not beat, recovers exports too."""
+    export = Export.objects.create(batch=sample_batch, kind="advantages", format="parquet", sent_at=None)
+    call_command("sweep_gradings", resend_after=60)
+    assert "exports: 0 re-queued, 0 failed, 1 sent" in capsys.readouterr().out
+    export.refresh_from_db()
+    assert export.sent_at is not None
 
 
 @pytest.mark.django_db(transaction=True)  # the launch's messages go out on commit

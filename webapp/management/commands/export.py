@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.exports.services import MANIFEST, ExportError, export_config, export_files
+from webapp.exports.services import MANIFEST, ExportError, export_config, export_files, refuse_while_grading
 from webapp.management.commands.advantages import add_config_arguments, config_overrides
 from webapp.models import Batch, Export
 from webapp.rankings import UNRESTRICTED
@@ -29,6 +29,9 @@ class Command(BaseCommand):
         advantages = kinds.add_parser("advantages", help="one row per trajectory, and a manifest")
         advantages.add_argument("--format", choices=["parquet", "jsonl"], default="parquet")
         add_config_arguments(advantages)
+        advantages.add_argument("--allow-ungraded", action="store_true", dest="allow_ungraded",
+                                help="export while grading of the batch is queued or running (the manifest "
+                                     "counts the groups left ungraded)")
         sft = kinds.add_parser("sft", help="grader SFT examples and preference pairs, and a manifest")
         sft.add_argument("--seed", type=int)
         sft.add_argument("--validation-share", type=float, dest="validation_share")
@@ -43,6 +46,11 @@ class Command(BaseCommand):
         except Batch.DoesNotExist:
             raise CommandError(f"--batch: no batch named {batch!r}") from None
         if kind == Export.Kind.ADVANTAGES:
+            if not options["allow_ungraded"]:
+                try:
+                    refuse_while_grading(batch)
+                except ExportError as error:
+                    raise CommandError(str(error).replace("(allow_ungraded)", "(--allow-ungraded)")) from None
             format, given = options["format"], config_overrides(options)
         else:
             format = Export.Format.JSONL
