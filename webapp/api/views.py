@@ -1,6 +1,7 @@
 """The API tokens page: a user's tokens, a form to make one (shown once), and revoking one."""
 
 from django.contrib import messages
+from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -44,3 +45,8 @@ def _page(request, form, *, created=None, error=None, status=200):
     return render(request, "api/tokens.html", {
         "tokens": user_tokens(request.user), "form": form, "created": created, "error": error,
     }, status=status)
+
+
+def api_not_found(request, path):
+    """Any other path under /api/: the API's JSON error shape, not the site's HTML 404 page."""
+    return JsonResponse({"errors": [f"no API endpoint at /api/{path}: see /api/docs"]}, status=404)

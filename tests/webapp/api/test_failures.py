@@ -176,3 +176,9 @@ def test_any_other_failure_is_a_500_in_the_json_shape(client, headers, spool, ca
     assert_json_error(response, 500, "the app failed on this call (FileExistsError); the server's log has the "
                                      "details: tell its administrator")
     logged(caplog, 500)
+
+
+def test_a_path_under_the_api_that_names_no_endpoint_is_a_404_in_the_json_shape(client, headers):
+    response = client.get("/api/no/such/thing", headers=headers)
+    assert response.status_code == 404
+    assert response.json() == {"errors": ["no API endpoint at /api/no/such/thing: see /api/docs"]}
