@@ -452,15 +452,17 @@ def group_agreement_many(pairs: Sequence[tuple[Tiers, Tiers]]) -> GroupAgreement
     """`group_agreement(reference, predicted)` of each pair, computed for all pairs at once."""
     rows_a, rows_b, empty = [], [], []
     for reference, predicted in pairs:
-        a, b = _common_positions(reference, predicted)
-        rows_a.append(a)
-        rows_b.append(b)
+        pa, pb = positions(reference), positions(predicted)
+        common = sorted(pa.keys() & pb.keys())
+        rows_a.append([pa[i] for i in common])
+        rows_b.append([pb[i] for i in common])
         empty.append(not reference or not predicted)
     out = GroupAgreements(*(np.full(len(pairs), np.nan) for _ in range(4)))
-    for index in blocks([a.size for a in rows_a], cells=lambda width: width * width):
-        if rows_a[index[-1]].size > PAIRWISE_WIDTH:
+    for index in blocks([len(a) for a in rows_a], cells=lambda width: width * width):
+        if len(rows_a[index[-1]]) > PAIRWISE_WIDTH:
             for i in index:
-                _agreement_by_sorting(out, i, rows_a[i], rows_b[i])
+                _agreement_by_sorting(out, i, np.asarray(rows_a[i], dtype=np.int64),
+                                      np.asarray(rows_b[i], dtype=np.int64))
             continue
         a, valid = padded([rows_a[i] for i in index])
         b, _ = padded([rows_b[i] for i in index])

@@ -168,7 +168,8 @@ def _pages(path: str, here: dict, choice: layout.Choice, window: layout.Window, 
         "summary_pages": {"previous": None if summary.previous is None else url(summary.previous),
                           "next": None if summary.next is None else url(summary.next)},
         "summary_links": {row.member.pk: {
-            "show": None if row.column_start is None else url(summary.start, start=row.column_start),
+            "show": (None if row.column_start is None
+                     else f"{url(summary.start, start=row.column_start)}#t-{row.member.pk}"),
             "pin": url(summary.start, pinned=(*choice.pinned, row.member.pk)) if room and not row.pinned else None,
             "unhide": url(summary.start, hidden=choice.hidden - {row.member.pk}) if row.hidden else None,
         } for row in summary.rows},
