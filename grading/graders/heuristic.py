@@ -14,8 +14,11 @@ that agrees with the others is most often right (Agentless' majority vote,
 CodeMonkeys' selection), so the share of a fix's added lines that the other
 *distinct* passing changes do not write costs ``WEIGHTS["consensus"]``. Identical
 changes count once: repeated runs of one agent often make the same change, and
-counting each would let one agent outvote the rest. The rationale
-lists the features that cost the most, with the files behind them, so a
+counting each would let one agent outvote the rest. Two markers read what a fix does
+(``grading.effects``): a fix with no effect on behaviour (only comments, docstrings,
+whitespace or tests, or nothing) ranks below every fix with one, and deleting a return,
+raise, yield or call that the hunk does not write again costs ``WEIGHTS["removed_behaviour"]``.
+The rationale lists the features that cost the most, with the files behind them, so a
 reader can check every step; ``explain`` gives every term of every
 penalty, recomputed from the same inputs (the grading's page shows it: the
 worker keeps no transcript, which would cost a write per group).
@@ -47,6 +50,7 @@ from grading.diffs import (
     parse_patch,
     unique_files,
 )
+from grading.effects import no_effect, removed_behaviour
 from grading.graders.base import Grade, Grader, GroupView
 
 # Penalty points per feature. Changing one changes the grader's version.
@@ -65,6 +69,8 @@ WEIGHTS: Mapping[str, float] = {
     "turns": 0.1,            # per doubling of turns over the group's fewest
     "tokens": 0.1,           # per doubling of output tokens over the group's fewest
     "unreadable": 2.0,       # a patch that does not parse
+    "removed_behaviour": 1.0,  # deleted returns, raises, yields or calls the hunk does not write again
+    "no_effect": 2.0,        # over the largest penalty of a passing fix that has an effect
 }
 TIE_TOLERANCE = 0.1
 # A fix this many times the leanest (and at least COMPLEX_EXTRA lines longer) is flagged.
@@ -103,6 +109,8 @@ class Features:
     tokens: int | None
     unreadable: bool
     unneeded_files: list[str] = field(default_factory=list)
+    no_effect: str | None = None  # why the fix changes no behaviour, when it does not
+    removed_behaviour: list[str] = field(default_factory=list)  # "path:line `code`" per deleted line
     # the code lines the fix adds outside tests and stray files, whitespace removed
     added_lines: frozenset[str] = frozenset()
     # filled in per group: how many other distinct passing changes there are, and the
@@ -162,6 +170,8 @@ def patch_features(parsed: ParsedPatch, metrics: Mapping, statement: str = "") -
         tokens=_count(metrics.get("output_tokens")),
         unreadable=parsed.error is not None and not parsed.files,
         added_lines=frozenset(added_lines),
+        no_effect=no_effect(parsed),
+        removed_behaviour=[str(line) for line in removed_behaviour(parsed)],
     )
 
 
@@ -284,6 +294,8 @@ def penalty_terms(f: Features, *, leanest: int, fewest_files: int, fewest_turns:
     counted("commented_code", (),
             f"{f.commented_lines} line(s) of commented-out code ({_names(f.commented_files)})",
             "debug_leftovers", n=f.commented_lines)
+    counted("removed_behaviour", f.removed_behaviour,
+            f"removes behaviour it does not write again: {_names(f.removed_behaviour)}", "removed_behaviour")
     counted("unneeded_files", f.unneeded_files,
             f"changes files no other passing fix needed ({_names(f.unneeded_files)})", "out_of_scope_changes")
     counted("whitespace", (), f"{f.whitespace_hunks} whitespace-only hunk(s) ({_names(f.whitespace_files)})",
@@ -401,7 +413,9 @@ class HeuristicGrader(Grader):
         if not features:
             return {}
         least = group_minima(features.values())
-        return {tid: penalty_terms(f, **least) for tid, f in features.items()}
+        terms = {tid: penalty_terms(f, **least) for tid, f in features.items()}
+        _rank_no_effect_last(features, terms)
+        return terms
 
     @staticmethod
     def _rationales(tiers, features, terms, penalties, same_change) -> dict[str, str]:
@@ -437,6 +451,18 @@ def group_minima(features: Iterable[Features]) -> dict:
         "fewest_turns": min(turns, default=None),
         "fewest_tokens": min(tokens, default=None),
     }
+
+
+def _rank_no_effect_last(features: Mapping[str, Features], terms: dict[str, list[Term]]) -> None:
+    """Give each fix without an effect a term `WEIGHTS["no_effect"]` above the largest penalty
+    of a fix with one: terms are never negative, so it ranks below all of them, and the
+    ranking among fixes with an effect is unchanged."""
+    worst = max((sum(t.points for t in terms[tid]) for tid, f in features.items() if f.no_effect is None),
+                default=0.0)
+    for tid, f in features.items():
+        if f.no_effect is not None:
+            terms[tid].append(Term("no_effect", WEIGHTS["no_effect"] + worst, f.no_effect, ("no_effect",)))
+            terms[tid].sort(key=lambda t: -t.points)
 
 
 def _consensus(features: Mapping[str, Features], keys: Mapping[str, object]) -> None:

@@ -342,3 +342,47 @@ def test_confidence_grows_with_the_smallest_gap_between_tiers():
     clear = rank(FIX, debug).confidence
     assert 0.9 < clear < 1.0
     assert confidence([["a"], ["b"], ["c"]], {"a": 0.0, "b": 3.0, "c": 3.2}) == pytest.approx(1 - 2.718281828 ** -0.2)
+
+
+def test_a_fix_with_no_effect_ranks_below_every_fix_with_one():
+    comments = diff("pkg/mod.py", ["    return x  # the old note"], ["    return x  # a better note"])
+    messy = (diff("pkg/mod.py", ["    return x"], ["    print(x)", "    return x + 1"])
+             + diff("tests/test_mod.py", ["    assert f(1) == 2"], ["    assert f(1) > 0"])
+             + diff("debug_run.py", [], ["print(1)"], new=True))
+    grade = rank(comments, messy, FIX)
+    assert grade.tiers == (("t3",), ("t2",), ("t1",))
+    assert grade.rationales["t1"].split(": ", 1)[1].startswith(
+        "changes no behaviour: only comments, docstrings and whitespace in pkg/mod.py")
+    assert grade.flags["t1"] == ("no_effect",)
+    assert "no_effect" not in grade.flags["t2"]
+    validate_ranking(grade.tiers, ["t1", "t2", "t3"], grade.flags)
+
+
+def test_a_patch_of_only_tests_or_nothing_has_no_effect():
+    tests_only = diff("tests/test_mod.py", [], ["def test_f():", "    assert f(1) == 2"])
+    grade = rank(tests_only, "", FIX)
+    assert grade.tiers[0] == ("t3",)
+    assert "changes no behaviour: it changes only tests and leftover files (tests/test_mod.py)" in (
+        grade.rationales["t1"])
+    assert "changes no behaviour: the patch is empty" in grade.rationales["t2"]
+    assert grade.flags["t1"] == grade.flags["t2"] == ("no_effect",)
+
+
+def test_deleting_a_return_it_does_not_replace_is_marked_and_costs_a_place():
+    drops_return = diff("pkg/mod.py", ["    return x"], ["    x += 1"])
+    grade = rank(drops_return, FIX)
+    assert grade.tiers == (("t2",), ("t1",))
+    assert "removes behaviour it does not write again: pkg/mod.py:11 `return x`" in grade.rationales["t1"]
+    assert grade.flags["t1"] == ("removed_behaviour",)
+    assert "t2" not in grade.flags
+    validate_ranking(grade.tiers, ["t1", "t2"], grade.flags)
+
+
+def test_the_flag_vocabulary_has_the_behaviour_markers_and_execution_evidence():
+    assert {"no_effect", "removed_behaviour", "breaks_tests"} <= set(FLAGS)
+
+
+def test_a_rewritten_return_is_not_removed_behaviour():
+    guarded = diff("pkg/mod.py", ["    return x"], ["    if x is None:", "        return 0", "    return x + 1"])
+    grade = rank(guarded, FIX)
+    assert grade.flags == {}

@@ -82,7 +82,8 @@ def test_grading_writes_the_grader_columns(tmp_path):
     batch = triage_batch(tmp_path)
     grade_with_heuristic(batch)
     cheat, task = _row("cheat-1"), _row("task-1")
-    assert cheat.grader_top == ["c1"] and cheat.grader_top_flags == ",edits_tests,"
+    # c1 changes only a test: no effect, ranked below c2, which fixes the code and edits the test too
+    assert cheat.grader_top == ["c2"] and cheat.grader_top_flags == ",edits_tests,out_of_scope_changes,"
     assert ",out_of_scope_changes," in cheat.any_flags
     assert task.grader_top == ["t1", "t2", "t3"] and task.grader_top_flags == ""
     assert task.review_state == UNREVIEWED and task.agreement is None
@@ -118,7 +119,7 @@ def test_the_migration_fills_existing_groups(tmp_path):
     grade_with_heuristic(batch)
     Group.objects.update(grader_top=None, grader_top_flags="", any_flags="")
     importlib.import_module("webapp.migrations.0009_group_triage").fill(apps, None)
-    assert _row("cheat-1").grader_top_flags == ",edits_tests,"
+    assert _row("cheat-1").grader_top_flags == ",edits_tests,out_of_scope_changes,"
     assert _row("task-1").grader_top == ["t1", "t2", "t3"]
 
 
