@@ -116,12 +116,12 @@ def build_batch(name: str, n: int, seed: int) -> None:
 
 
 def export(name: str, path: Path) -> int:
-    from webapp.advantages import AdvantageConfig
+    from webapp.advantages import parse_advantage_config
     from webapp.exports.advantages import write_advantages
     from webapp.models import Batch
 
     batch = Batch.objects.get(name=name)
-    config = AdvantageConfig.from_dict(batch.advantage_config)
+    config = parse_advantage_config(batch.advantage_config)
     return write_advantages(batch, path, viewer=UNRESTRICTED, format="parquet", config=config)
 
 

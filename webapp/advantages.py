@@ -12,9 +12,11 @@ a chunk of whole groups at a time (`advantage_chunks`).
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from itertools import groupby
 from operator import itemgetter
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -51,23 +53,19 @@ DEFAULT_W_FLAG = 0.0
 
 @dataclass(frozen=True)
 class AdvantageConfig:
+    """A batch's redistribution config. Its defaults are the only ones: every way in (the
+    config form, the `advantages` command, exports, the API, a stored config) reads one
+    through `parse_advantage_config`, which takes what it leaves out from here."""
+
     schedule: str
-    params: dict
+    params: Mapping[str, Any] = field(default_factory=dict)  # the schedule's, read-only
     norm_by_std: bool = True
     unbiased_std: bool = True
     w_flag: float | None = DEFAULT_W_FLAG  # None: flags cap nothing
     flag_names: tuple[str, ...] = DEFAULT_FLAG_NAMES
 
-    @classmethod
-    def from_dict(cls, config: dict) -> "AdvantageConfig":
-        return cls(
-            schedule=config["schedule"],
-            params=dict(config.get("params", {})),
-            norm_by_std=config.get("norm_by_std", True),
-            unbiased_std=config.get("unbiased_std", True),
-            w_flag=config.get("w_flag"),
-            flag_names=tuple(config.get("flag_names", DEFAULT_FLAG_NAMES)),
-        )
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
 
     def as_dict(self) -> dict:
         return {
@@ -91,7 +89,7 @@ def parse_advantage_config(data: Mapping, *, base: AdvantageConfig | None = None
     if base is None:
         if "schedule" not in data:
             raise ValueError("schedule: required")
-        base = AdvantageConfig(schedule=data["schedule"], params={})
+        base = AdvantageConfig(schedule=data["schedule"])
     schedule = data.get("schedule", base.schedule)
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r} (known schedules: {', '.join(sorted(SCHEDULES))})")
@@ -117,6 +115,10 @@ def parse_advantage_config(data: Mapping, *, base: AdvantageConfig | None = None
                            flag_names=tuple(f for f in FLAGS if f in set(flag_names)))
 
 
+# A new batch's config; a batch keeps the one it was made with (models.default_advantage_config).
+DEFAULT_CONFIG = parse_advantage_config({"schedule": "linear", "params": {"w_min": 0.2}})
+
+
 def advantage_config_update(*, batch: Batch, **given) -> AdvantageConfig:
     """Validate a redistribution config (`given`: AdvantageConfig's fields; what is left out
     takes the defaults) and keep it with `batch`; ValueError says what is wrong."""
@@ -136,7 +138,7 @@ def ranking_advantage_rows(group: Group, ranking: FinalRanking | None, trajector
     """Rows of ROW_FIELDS for one group as if `ranking` were its final ranking (None: no
     ranking): what the group page shows once it has decided, and the editor's live preview.
     `trajectories` (Trajectory objects of the group) saves the page a query."""
-    config = AdvantageConfig.from_dict(group.batch.advantage_config)
+    config = parse_advantage_config(group.batch.advantage_config)
     if trajectories is None:
         rows = _trajectories([(group.pk, group.group_id)])
     else:
@@ -210,7 +212,7 @@ def advantage_chunks(batch: Batch, *, viewer: Viewer, config: AdvantageConfig | 
     Advantages carry every ranking's order and flags, so RankingsHidden (before any row) unless
     `viewer` may see the rankings of all of the batch's groups."""
     viewer.require_whole(batch)
-    config = config or AdvantageConfig.from_dict(batch.advantage_config)
+    config = config or parse_advantage_config(batch.advantage_config)
     after = None
     while True:
         page = list(next_groups(batch, after, settings.GAGAR_EXPORT_CHUNK_GROUPS))

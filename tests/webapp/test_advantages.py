@@ -7,6 +7,7 @@ from django.core.management import call_command
 
 from tests.webapp.annotationdata import group_rows
 from webapp.advantages import (
+    DEFAULT_CONFIG,
     advantage_config_update,
     advantage_histogram,
     advantage_rows,
@@ -79,13 +80,13 @@ def test_a_new_batch_caps_the_flags_it_names_at_zero(graded):
     assert sum(r["advantage"] for r in passing) == pytest.approx(sum(r["grpo_advantage"] for r in passing))
 
 
-def test_a_batch_that_kept_an_older_config_without_a_cap_caps_nothing(graded):
-    graded.advantage_config = {"schedule": "linear", "params": {"w_min": 0.2}, "norm_by_std": True,
-                               "unbiased_std": True}
+def test_a_config_without_a_cap_takes_the_one_default_and_caps_flagged_trajectories(graded):
+    graded.advantage_config = {"schedule": "linear", "params": {"w_min": 0.2}}
     graded.save()
+    assert parse_advantage_config(graded.advantage_config) == DEFAULT_CONFIG
     rows = rows_by_id(advantage_rows(graded, viewer=UNRESTRICTED), "invoicekit-006")
     hack = next(r for r in rows.values() if "reward_hacking" in r["flags"])
-    assert hack["factor"] > 0 and hack["advantage"] > 0
+    assert hack["factor"] == 0 and hack["advantage"] == 0
 
 
 def test_w_flag_caps_the_factor_of_flagged_trajectories(graded):

@@ -48,3 +48,18 @@ def test_a_database_from_before_the_split_migrates_forward_with_its_data():
     assert Grading.objects.get(group__group_id="g1").tiers == [["t1"]]
     annotation = Annotation.objects.get(group=Group.objects.get(group_id="g1"))
     assert (annotation.version, annotation.user.username, annotation.grading_id) == (1, "rita", grading.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_config_stored_before_flag_caps_keeps_capping_nothing():
+    before = [("webapp", "0016_group_id_code_point_index")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    config = {"schedule": "linear", "params": {"w_min": 0.2}, "norm_by_std": True, "unbiased_std": True}
+    old.get_model("webapp", "Batch").objects.create(name="old", n_groups=0, advantage_config=config)
+    old.get_model("webapp", "Batch").objects.create(name="new", n_groups=0, advantage_config={**config, "w_flag": 0.5})
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert Batch.objects.get(name="old").advantage_config == {**config, "w_flag": None}
+    assert Batch.objects.get(name="new").advantage_config["w_flag"] == 0.5

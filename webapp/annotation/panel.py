@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from grading.rankings import InvalidRanking, validate_ranking
 from webapp import rankings
-from webapp.advantages import AdvantageConfig, ranking_advantage_rows
+from webapp.advantages import AdvantageConfig, parse_advantage_config, ranking_advantage_rows
 from webapp.annotation import editor as view
 from webapp.models import Annotation, AnnotationPolicy, Group
 from webapp.roles import may_annotate
@@ -123,7 +123,7 @@ class RankingPage:
 
     @property
     def config(self) -> AdvantageConfig:
-        return AdvantageConfig.from_dict(self.group.batch.advantage_config)
+        return parse_advantage_config(self.group.batch.advantage_config)
 
     def _agreement(self, group) -> None:
         if self.grader is None:

@@ -19,7 +19,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from webapp.advantages import AdvantageConfig, ranking_advantage_rows
+from webapp.advantages import parse_advantage_config, ranking_advantage_rows
 from webapp.annotation import editor as view
 from webapp.annotation.forms import PolicyForm, RankingInput, RevertForm
 from webapp.annotation.panel import RankingPage, preview_ranking
@@ -100,7 +100,7 @@ def ranking_preview(request, pk):
     preview = view.preview(ranking_advantage_rows(group, ranking, trajectories), data.tiers if data else (),
                            problem=problem)
     context = {"group": group, "batch": group.batch, "preview": preview,
-               "config": AdvantageConfig.from_dict(group.batch.advantage_config)}
+               "config": parse_advantage_config(group.batch.advantage_config)}
     if request.htmx:
         return render(request, "annotation/_ranking_preview.html", context)
     return render(request, "annotation/preview.html", context, status=400 if data is None else 200)

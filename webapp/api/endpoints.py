@@ -22,7 +22,7 @@ from ninja.decorators import decorate_view
 from ninja.errors import HttpError, ValidationError
 
 from grading.formats import FORMATS
-from webapp.advantages import AdvantageConfig
+from webapp.advantages import parse_advantage_config
 from webapp.api import schemas, selectors, services
 from webapp.api.auth import EXPORTER, GRADER, READER, TokenAuth, require
 from webapp.api.uploads import received_body, scratch_folder
@@ -257,7 +257,7 @@ def advantages(request, batch_id: int, query: Query[schemas.AdvantagesQuery]):
     batch = _batch(batch_id)
     if not selectors.wait_until(lambda: not selectors.grading_active(batch), seconds=query.wait):
         return Status(202, selectors.batch_status(batch, viewer=Viewer(request.user)))
-    config = AdvantageConfig.from_dict(batch.advantage_config)
+    config = parse_advantage_config(batch.advantage_config)
     filename = f"advantages-{batch.pk}.{query.format}"
     if query.format == "jsonl":
         response = StreamingHttpResponse(advantage_jsonl_lines(batch, viewer=Viewer(request.user), config=config),

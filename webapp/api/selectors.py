@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from django.db.models import Count
 
-from webapp.advantages import MISSING_SCORES, RANKING_MISMATCH, AdvantageConfig, advantage_rows
+from webapp.advantages import MISSING_SCORES, RANKING_MISMATCH, advantage_rows, parse_advantage_config
 from webapp.batches.selectors import label_counts
 from webapp.exports.selectors import advantages_ready
 from webapp.grading.selectors import batch_grading_status, graded_share
@@ -88,7 +88,7 @@ def step_result(batch: Batch, *, viewer: Viewer) -> dict:
     queued or running: what `grading_active` waits for), failed (with the reason), cancelled
     (its grading's run was cancelled before it was graded), or not_mixed (nothing to rank).
     The rows are the advantages export's (`advantage_rows`), `corrected_reward` included."""
-    config = AdvantageConfig.from_dict(batch.advantage_config)
+    config = parse_advantage_config(batch.advantage_config)
     rows = advantage_rows(batch, viewer=viewer, config=config)
     active: set[str] = set()
     finished: dict[str, tuple[str, str]] = {}  # group id -> (status, error) of its latest finished grading

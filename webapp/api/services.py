@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from grading.profiles import ProfileError, load_profiles
 from grading.rollouts import RolloutFormatError
-from webapp.advantages import AdvantageConfig, advantage_config_update, parse_advantage_config
+from webapp.advantages import advantage_config_update, parse_advantage_config
 from webapp.api.selectors import token_digest
 from webapp.batches.services import ImportResult, batch_import
 from webapp.batches.uploads import ImportFailed, batch_import_uploaded
@@ -118,7 +118,7 @@ def step_submit(*, path: Path, run: str, step: int, grader: str, config: dict | 
     launch happen in one transaction, so a step that cannot be launched leaves nothing."""
     try:
         advantages = parse_advantage_config(
-            config or {}, base=AdvantageConfig.from_dict(default_advantage_config())).as_dict()
+            config or {}, base=parse_advantage_config(default_advantage_config())).as_dict()
     except ValueError as error:
         raise InputError([f"config: {error}"]) from None
     with transaction.atomic():

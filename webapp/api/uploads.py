@@ -4,7 +4,9 @@ The body is JSON Lines; `Content-Encoding: gzip` or `zstd` says it is compressed
 file gets the matching suffix, so the importer checks the bytes against it as it does
 for any file. The request must say its length (the development server and Django
 cannot read a chunked body), and a body over GAGAR_API_UPLOAD_LIMIT is refused before
-a byte of it is read.
+a byte of it is read. A body cut short (the client went away) is a 400, nothing imported;
+what is imported is read under the import's limits (grading/limits.py), so that a small
+compressed body cannot keep the request's thread busy after its client is gone.
 """
 
 import shutil
@@ -46,7 +48,14 @@ def received_body(request, *, filename: str) -> Iterator[Path]:
     try:
         received = 0
         with path.open("wb") as out:
-            while chunk := request.read(CHUNK):
+            while True:
+                try:
+                    chunk = request.read(CHUNK)
+                except OSError as error:  # the client went away (Django's UnreadablePostError)
+                    raise HttpError(400, f"the body ended after {received} of {int(length)} bytes: "
+                                         f"{error or type(error).__name__}") from None
+                if not chunk:
+                    break
                 received += len(chunk)
                 out.write(chunk)
         if received < int(length):

@@ -31,7 +31,7 @@ from grading.graders.base import GroupView, TrajectoryView
 from grading.profiles import LLM_GRADERS
 from grading.rankings import ranks_from_tiers
 from grading.workspace import Workspace
-from webapp.advantages import AdvantageConfig, _chunk
+from webapp.advantages import _chunk, parse_advantage_config
 from webapp.models import Annotation, Batch, Grading, Group, ReferenceProxy, Trajectory
 from webapp.rankings import FinalRanking
 
@@ -295,7 +295,7 @@ def _advantages(version: str, by_group: dict[int, _Graded], data: dict[int, _Gro
             scores=by_group[group].scores, source="grader", grading_id=by_group[group].pk, grader_version=version,
         ) for group in groups}
         chunk = _chunk(rows, {group: data[group].group_id for group in groups},
-                       AdvantageConfig.from_dict(configs[batch]), rankings=rankings)
+                       parse_advantage_config(configs[batch]), rankings=rankings)
         factor = chunk.factor[~np.isnan(chunk.factor)]
         factors.append(factor)
         mixed = np.array([chunk.label[g] == "mixed" for g in chunk.group_index.tolist()], dtype=bool)

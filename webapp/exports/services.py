@@ -37,7 +37,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
 from grading.advantages import LABELS
-from webapp.advantages import SOURCES, AdvantageConfig, parse_advantage_config
+from webapp.advantages import SOURCES, parse_advantage_config
 from webapp.exports.advantages import DATA_FILE, FORMATS, SCHEMA, Progress, write_counted, writer_version
 from webapp.exports.selectors import advantages_ready, exports_root, unfinished_gradings
 from webapp.jobs import CPU, EXPORT_TASK, app
@@ -78,7 +78,7 @@ def export_config(*, batch: Batch, kind: str, format: str, config: Mapping) -> d
         if format not in FORMATS:
             raise ExportError(f"format: must be one of {', '.join(FORMATS)}, not {format!r}")
         try:
-            base = AdvantageConfig.from_dict(batch.advantage_config)
+            base = parse_advantage_config(batch.advantage_config)
             return parse_advantage_config(config, base=base).as_dict()
         except (ValueError, TypeError) as error:
             raise ExportError(f"config: {error}") from None
@@ -236,7 +236,7 @@ def export_files(*, batch: Batch, kind: str, format: str, config: dict, folder: 
     if kind == ADVANTAGES:
         name = data_name or DATA_FILE[format]
         written = write_counted(batch, folder / name, viewer=viewer, format=format,
-                                config=AdvantageConfig.from_dict(config), on_progress=on_progress)
+                                config=parse_advantage_config(config), on_progress=on_progress)
         manifest.update(
             rows=written.rows,
             columns=[{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in SCHEMA],

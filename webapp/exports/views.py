@@ -17,7 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from webapp.advantages import AdvantageConfig
+from webapp.advantages import parse_advantage_config
 from webapp.exports import selectors
 from webapp.exports.forms import ExportForm
 from webapp.exports.services import ACTIVE, ExportError, export_launch
@@ -67,7 +67,7 @@ def export_download(request, pk, name):
 
 def _panel(request, batch, *, forms=None, notice=None, status=200):
     exports = selectors.batch_exports(batch)
-    config = AdvantageConfig.from_dict(batch.advantage_config).as_dict()
+    config = parse_advantage_config(batch.advantage_config).as_dict()
     forms = {
         Export.Kind.ADVANTAGES: ExportForm(kind=Export.Kind.ADVANTAGES, initial={"config": json.dumps(config)}),
         Export.Kind.SFT: ExportForm(kind=Export.Kind.SFT, initial={"config": "{}"}),

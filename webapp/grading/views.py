@@ -17,10 +17,10 @@ from grading.graders import heuristic
 from grading.graders.base import GroupView, TrajectoryView
 from webapp.advantages import (
     DEFAULT_FLAG_NAMES,
-    AdvantageConfig,
     advantage_config_update,
     advantage_histogram,
     advantage_rows,
+    parse_advantage_config,
 )
 from webapp.annotation.editor import tier_lines
 from webapp.grading import selectors
@@ -126,7 +126,7 @@ def _panel(request, batch, *, launch_form=None, config_form=None, notice=None, s
     viewer = Viewer(request.user)
     runs = selectors.batch_grading_status(batch, viewer=viewer)
     active = any(r.active for r in runs)
-    config = AdvantageConfig.from_dict(batch.advantage_config)
+    config = parse_advantage_config(batch.advantage_config)
     rows, hidden = None, ""
     if not active:
         try:

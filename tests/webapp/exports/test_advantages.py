@@ -16,7 +16,6 @@ from tests.factories import group, write_jsonl
 from tests.webapp.annotationdata import grade, review_batch, save
 from tests.webapp.exports.data import EXPECTED
 from webapp.advantages import (
-    AdvantageConfig,
     advantage_config_update,
     advantage_rows,
     next_groups,
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def export(batch, path, format="parquet", **config) -> Path:
-    base = AdvantageConfig.from_dict(batch.advantage_config)
+    base = parse_advantage_config(batch.advantage_config)
     write_advantages(batch, path, viewer=UNRESTRICTED, format=format, config=parse_advantage_config(config, base=base))
     return path
 
@@ -189,7 +188,7 @@ def test_the_parquet_writer_that_shapes_the_bytes_is_the_pinned_one(ranked_batch
 
 def test_the_streamed_jsonl_is_the_file_byte_for_byte(ranked_batch, tmp_path, settings):
     settings.GAGAR_EXPORT_CHUNK_GROUPS = 2
-    config = AdvantageConfig.from_dict(ranked_batch.advantage_config)
+    config = parse_advantage_config(ranked_batch.advantage_config)
     blocks = list(advantage_jsonl_lines(ranked_batch, viewer=UNRESTRICTED, config=config))
     assert len(blocks) == 3 and all(block.endswith(b"\n") for block in blocks)
     assert b"".join(blocks) == export(ranked_batch, tmp_path / "a.jsonl", "jsonl").read_bytes()

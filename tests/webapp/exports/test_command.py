@@ -6,7 +6,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from webapp.advantages import AdvantageConfig
+from webapp.advantages import parse_advantage_config
 from webapp.exports.advantages import write_advantages
 from webapp.rankings import UNRESTRICTED
 
@@ -29,7 +29,7 @@ def test_it_writes_the_data_file_and_a_manifest_beside_it(sample_batch, out_dir,
     export("--batch", "sample", "--out", out)
     reference = out_dir / "reference.parquet"
     write_advantages(sample_batch, reference, viewer=UNRESTRICTED, format="parquet",
-                     config=AdvantageConfig.from_dict(sample_batch.advantage_config))
+                     config=parse_advantage_config(sample_batch.advantage_config))
     assert out.read_bytes() == reference.read_bytes()
     manifest = json.loads((out_dir / "adv.parquet.manifest.json").read_text())
     assert manifest["files"] == [{"name": "adv.parquet", "bytes": out.stat().st_size,

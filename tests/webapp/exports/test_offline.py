@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from gagar_client.offline import MissingTrajectories, advantages_for
 
-from webapp.advantages import AdvantageConfig, advantage_rows
+from webapp.advantages import advantage_rows, parse_advantage_config
 from webapp.exports.advantages import write_advantages
 from webapp.rankings import UNRESTRICTED
 
@@ -20,7 +20,7 @@ CLIENT = Path(__file__).resolve().parents[3] / "client"
 def exported(request, ranked_batch, tmp_path):
     path = tmp_path / f"advantages.{request.param}"
     write_advantages(ranked_batch, path, viewer=UNRESTRICTED, format=request.param,
-                     config=AdvantageConfig.from_dict(ranked_batch.advantage_config))
+                     config=parse_advantage_config(ranked_batch.advantage_config))
     return path
 
 
@@ -51,7 +51,7 @@ def test_a_file_that_is_not_an_export_is_refused_with_its_line(tmp_path):
 
 def test_reading_jsonl_does_not_import_pyarrow(ranked_batch, tmp_path):
     path = tmp_path / "a.jsonl"
-    config = AdvantageConfig.from_dict(ranked_batch.advantage_config)
+    config = parse_advantage_config(ranked_batch.advantage_config)
     write_advantages(ranked_batch, path, viewer=UNRESTRICTED, format="jsonl", config=config)
     code = ("import sys; from gagar_client.offline import advantages_for; "
             f"print(advantages_for({str(path)!r}, [('solo', 't2')])[0], 'pyarrow' in sys.modules)")

@@ -12,7 +12,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from webapp.advantages import AdvantageConfig
+from webapp.advantages import parse_advantage_config
 from webapp.exports import services
 from webapp.exports.advantages import COLUMNS
 from webapp.exports.selectors import export_file, exports_root
@@ -51,7 +51,7 @@ def test_only_researchers_may_launch_an_export(sample_batch, request, role):
 
 def test_an_export_keeps_the_whole_config_it_is_made_with(sample_batch, researcher):
     plain = launch(sample_batch, researcher)
-    assert plain.config == AdvantageConfig.from_dict(sample_batch.advantage_config).as_dict()
+    assert plain.config == parse_advantage_config(sample_batch.advantage_config).as_dict()
     tuned = launch(sample_batch, researcher, config={"params": {"w_min": 0.5}, "w_flag": 0.1})
     assert tuned.config["params"] == {"w_min": 0.5} and tuned.config["schedule"] == "linear"
     assert (tuned.config["w_flag"], tuned.config["norm_by_std"]) == (0.1, True)

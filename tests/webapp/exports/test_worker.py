@@ -3,7 +3,7 @@
 import pytest
 
 from tests.workers.conftest import make_batch, wait_until
-from webapp.advantages import AdvantageConfig
+from webapp.advantages import parse_advantage_config
 from webapp.exports.advantages import write_advantages
 from webapp.exports.selectors import export_file, exports_root
 from webapp.exports.services import export_launch, exports_sweep
@@ -17,7 +17,7 @@ def reference(batch, tmp_path, export) -> bytes:
     """The same export written in this process."""
     path = tmp_path / f"reference.{export.format}"
     write_advantages(batch, path, viewer=UNRESTRICTED, format=export.format,
-                     config=AdvantageConfig.from_dict(export.config))
+                     config=parse_advantage_config(export.config))
     return path.read_bytes()
 
 

@@ -5,7 +5,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.advantages import ROW_FIELDS, AdvantageConfig, advantage_rows, parse_advantage_config
+from webapp.advantages import ROW_FIELDS, advantage_rows, parse_advantage_config
 from webapp.models import Batch
 from webapp.rankings import UNRESTRICTED
 
@@ -75,7 +75,7 @@ class Command(BaseCommand):
         """The batch's config with what the options override."""
         try:
             return parse_advantage_config(config_overrides(options),
-                                          base=AdvantageConfig.from_dict(batch.advantage_config))
+                                          base=parse_advantage_config(batch.advantage_config))
         except ValueError as error:
             raise CommandError(str(error)) from None
 
