@@ -77,7 +77,8 @@ def sample_groups() -> list[GroupView]:
 
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
-    pytest.importorskip("transformers")
+    pytest.importorskip("transformers",
+                        reason="the tiny model needs the llm extra: make install-llm (make test has it)")
     from grading.tiny_model import build_tiny_model
 
     path = tmp_path_factory.getbasetemp() / "tiny-model"
@@ -88,7 +89,8 @@ def tiny_model(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_backend(tiny_model):
-    pytest.importorskip("xgrammar")
+    pytest.importorskip("xgrammar",
+                        reason="constrained decoding needs xgrammar: make install-llm (make test has it)")
     from grading.backends import load_backend
 
     # One thread: on a busy 2-core machine, torch's second thread mostly waits at barriers.

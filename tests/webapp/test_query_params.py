@@ -124,6 +124,20 @@ def test_a_forged_batch_page_cursor_is_answered(client, walked, sort):
             assert response.status_code == 200, (sort, direction, base64.urlsafe_b64decode(cursor + "=="))
 
 
+@pytest.mark.parametrize("direction", ["after", "before"])
+def test_a_forged_cursor_is_dropped_and_a_well_formed_one_honoured(client, walked, direction):
+    """What keeps the test above from passing by ignoring every cursor: a well-formed one moves
+    the page past the group, a forged one (out of the id column's range) gives the first page."""
+    group, _ = walked
+    url = reverse("batch", args=[group.batch_id])
+    first = client.get(url).content.decode()
+    assert group.group_id in first
+    past = client.get(url, {direction: _cursor(group.group_id, group.pk)}).content.decode()
+    assert f">{group.group_id}<" not in past
+    forged = client.get(url, {direction: _cursor(group.group_id, 2**63)}).content.decode()
+    assert f">{group.group_id}<" in forged
+
+
 def test_query_int_clamps_into_range_and_falls_back_on_non_numbers():
     assert query_int("12") == 12
     assert query_int("-5") == 0
