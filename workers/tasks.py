@@ -8,6 +8,13 @@ re-raises one that a pool process reports (celery.worker.request.Request.on_fail
 got: ..."), so the whole worker exited ("Unrecoverable error: MemoryError") without
 acknowledging the message (acks_late), and the broker handed it to the next worker, which
 died of it in turn while every other task waited behind it.
+
+A pool process killed mid-task (the kernel's out-of-memory killer) is a lost worker: a
+grading or export is claimed, so its message handed again finds it taken and its lease
+decides; the caches (renders, the search index, the audit figures) are not, so a lost one
+drops its message instead of handing it to the next worker: a patch not rendered is
+rendered when its group is first shown, and the index's and the figures' sweeps send
+theirs again later.
 """
 
 import functools
@@ -35,6 +42,8 @@ RETRY_ON_DATABASE_ERRORS = dict(
     retry_jitter=True,
     max_retries=8,
 )
+# Caches, made up for without their message (see the module's docstring).
+DROPPED_WHEN_LOST = dict(reject_on_worker_lost=False)
 
 
 def fails_alone(task):
@@ -67,7 +76,7 @@ def export(*, export_id: int) -> None:
     export_build(export_id)
 
 
-@app.task(name=RENDER_TASK, **RETRY_ON_DATABASE_ERRORS)
+@app.task(name=RENDER_TASK, **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
 @fails_alone
 def render(*, batch_id: int) -> None:
     """Render the batch's patches for the group page, those not stored yet (a cache: one that
@@ -75,14 +84,14 @@ def render(*, batch_id: int) -> None:
     batch_render(batch_id)
 
 
-@app.task(name=SEARCH_INDEX_TASK, **RETRY_ON_DATABASE_ERRORS)
+@app.task(name=SEARCH_INDEX_TASK, **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
 @fails_alone
 def search_index(*, batch_id: int) -> None:
     """Index the batch's trajectories for search, those not indexed yet."""
     batch_index(batch_id)
 
 
-@app.task(name=AUDIT_FIGURES_TASK, **RETRY_ON_DATABASE_ERRORS)
+@app.task(name=AUDIT_FIGURES_TASK, **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
 @fails_alone
 def audit_figures() -> None:
     """Recompute the audit dashboard's requested figures."""

@@ -56,3 +56,14 @@ def test_a_task_out_of_memory_fails_alone_and_the_worker_takes_the_next(tmp_path
     run = grading_launch(batch=again, grader="heuristic").run
     wait_until(lambda: finished(run), timeout=30, every=0.5, message=worker.output())
     assert worker.proc.poll() is None and set(run.gradings.values_list("status", flat=True)) == {"done"}
+
+
+def test_a_lost_worker_hands_no_cache_task_to_the_next_one():
+    """Killed mid-task (out of memory), a render, an index or a figures recompute is dropped, not
+    redelivered into the next worker; their sweeps make up for it. Claimed work is redelivered."""
+    from webapp.jobs import AUDIT_FIGURES_TASK, EXPORT_TASK, GRADE_TASK, RENDER_TASK, SEARCH_INDEX_TASK, app
+
+    assert app.conf.task_reject_on_worker_lost
+    assert not any(app.tasks[name].reject_on_worker_lost for name in (RENDER_TASK, SEARCH_INDEX_TASK,
+                                                                       AUDIT_FIGURES_TASK))
+    assert all(app.tasks[name].reject_on_worker_lost in (None, True) for name in (GRADE_TASK, EXPORT_TASK))
