@@ -2,8 +2,10 @@
 
 ``read_rollouts`` yields valid rollouts one at a time and records every problem in an
 ``ErrorLog`` instead of stopping at the first, so one pass over a batch reports all of its
-errors. The caller decides what errors mean; the importer rolls its transaction back.
-Memory stays bounded by the longest accepted line plus one entry per trajectory id.
+errors, up to the import's error limit (grading/limits.py: an import reads under limits
+of its size, its lines and its errors, and of the size of a group). The caller decides
+what errors mean; the importer rolls its transaction back. Memory stays bounded by the
+longest accepted line plus one entry per trajectory id.
 """
 
 from __future__ import annotations
@@ -21,14 +23,19 @@ from typing import Any
 from grading.jsonl import (
     CONTROL_CHARACTERS,
     ErrorLog,
+    ImportStopped,
     OutOfRangeFloat,
     json_bytes,
     json_kind,
     read_json_lines,
 )
-
-MAX_LINE_BYTES = 32 * 1024 * 1024
-MAX_ID_CHARS = 512
+from grading.limits import (  # the sizes of a line and of a group are named here too
+    MAX_BASE_COMMIT_CHARS,
+    MAX_GROUP_SIZE,  # noqa: F401
+    MAX_ID_CHARS,
+    MAX_LINE_BYTES,  # noqa: F401
+    MAX_REPO_CHARS,
+)
 
 _COUNT_METRICS = ("num_turns", "output_tokens", "input_tokens")
 _TOP_LEVEL = frozenset(
@@ -108,9 +115,10 @@ def read_rollouts(
     *,
     errors: ErrorLog,
     pass_threshold: float = 1.0,
-    max_line_bytes: int = MAX_LINE_BYTES,
+    max_line_bytes: int | None = None,
 ) -> Iterator[Rollout]:
-    """Yield the valid rollouts of ``paths`` in order, recording every problem in ``errors``.
+    """Yield the valid rollouts of ``paths`` in order, recording every problem in ``errors``
+    (whose ``limits`` bound the import; ``max_line_bytes`` overrides their line size).
 
     Duplicate ids and conflicting tasks are checked across all the paths of one call, and
     a file given twice, under any spelling (``./f``, a link), is an error, not read again.
@@ -120,7 +128,7 @@ def read_rollouts(
         paths = [paths]
     if not math.isfinite(pass_threshold):
         raise ValueError(f"pass_threshold must be finite, got {pass_threshold!r}")
-    if max_line_bytes < 1:
+    if max_line_bytes is not None and max_line_bytes < 1:
         raise ValueError(f"max_line_bytes must be positive, got {max_line_bytes!r}")
     return _read(paths, errors, float(pass_threshold), max_line_bytes)
 
@@ -134,7 +142,7 @@ def load_rollouts(paths: Iterable[str | Path], *, pass_threshold: float = 1.0) -
     return rollouts
 
 
-def _read(paths, errors: ErrorLog, pass_threshold: float, limit: int) -> Iterator[Rollout]:
+def _read(paths, errors: ErrorLog, pass_threshold: float, limit: int | None) -> Iterator[Rollout]:
     return validate_records(jsonl_records(paths, errors, limit), errors=errors,
                             pass_threshold=pass_threshold)
 
@@ -143,15 +151,20 @@ def validate_records(records: Iterable[tuple[str, int | None, dict, bool]], *, e
                      pass_threshold: float) -> Iterator[Rollout]:
     """Yield the valid rollouts of ``records``, ``(source, line, record, suspicious)`` each:
     what the JSON Lines reader reads, or what a format adapter (``grading.formats``) makes
-    of another format. Problems go to ``errors``, named by source and line."""
+    of another format. Problems go to ``errors``, named by source and line; reading ends
+    when ``errors`` stops the import (ImportStopped), its errors saying why. A group may
+    have at most ``errors.limits.group_size`` trajectories."""
     batch = _Batch(errors, pass_threshold)
-    for source, line, record, suspicious in records:
-        rollout = batch.validate(record, source, line, suspicious)
-        if rollout is not None:
-            yield rollout
+    try:
+        for source, line, record, suspicious in records:
+            rollout = batch.validate(record, source, line, suspicious)
+            if rollout is not None:
+                yield rollout
+    except ImportStopped:
+        return
 
 
-def jsonl_records(paths, errors: ErrorLog, limit: int = MAX_LINE_BYTES):
+def jsonl_records(paths, errors: ErrorLog, limit: int | None = None):
     """``(source, line, record, suspicious)`` for each parsed line of ``paths``, each file
     read once however it is spelled."""
     for path, source in distinct_files(paths, errors):
@@ -196,6 +209,8 @@ class _Batch:
         self.pass_threshold = pass_threshold
         self.first_seen: dict[tuple[str, str], tuple[str, int | None]] = {}
         self.tasks: dict[str, tuple[str, str, int | None]] = {}  # group_id -> digest, source, line
+        self.group_sizes: dict[str, int] = {}
+        self.max_group_size = errors.limits.group_size
 
     def validate(self, record: dict, source: str, line: int | None, suspicious: bool) -> Rollout | None:
         check = _Check(record, self.pass_threshold)
@@ -209,7 +224,7 @@ class _Batch:
             return None
         for field, reason in check.problems:
             self.errors.add(source, line, field, reason)
-        return None if check.problems else rollout
+        return None if check.problems or check.refused else rollout
 
     def _cross_check(self, check: _Check, source: str, line: int | None) -> None:
         group_id, trajectory_id = check.group_id, check.trajectory_id
@@ -222,6 +237,14 @@ class _Batch:
                     "trajectory_id",
                     f"{trajectory_id!r} of group {group_id!r} already appeared at {_where(*first)}",
                 )
+            else:
+                size = self.group_sizes[group_id] = self.group_sizes.get(group_id, 0) + 1
+                if size > self.max_group_size:
+                    if size == self.max_group_size + 1:  # said once per group
+                        check.bad("group_id", f"group {group_id!r} has more than {self.max_group_size} "
+                                              "trajectories, the most one group may have")
+                    else:
+                        check.refused = True
         if check.task_digest is not None:
             digest, *first = self.tasks.setdefault(group_id, (check.task_digest, source, line))
             if digest != check.task_digest:
@@ -246,6 +269,7 @@ class _Check:
         self.trajectory_id: str | None = None
         self.task_digest: str | None = None
         self.unencodable = False
+        self.refused = False  # invalid, with the reason said before (a group's extra trajectories)
 
     def bad(self, field: str, reason: str) -> None:
         self.problems.append((field, reason))
@@ -316,6 +340,14 @@ class _Check:
             return None
         return value
 
+    def short_text(self, obj: dict, key: str, path: str, most: int) -> str | None:
+        """An optional string of at most ``most`` characters: a database column's length."""
+        value = self.text(obj, key, path, required=False)
+        if value is not None and len(value) > most:
+            self.bad(path, f"is {len(value)} characters long, over the limit of {most}")
+            return None
+        return value
+
     def identifier(self, obj: dict, key: str, path: str, *, required: bool) -> str | None:
         value = self.text(obj, key, path, required=required)
         if value is None:
@@ -375,8 +407,8 @@ class _Check:
         task_id = self.identifier(task, "id", "task.id", required=False) or self.group_id
         statement = self.text(task, "statement", "task.statement", required=True)
         repo, base_commit = (
-            self.text(task, key, f"task.{key}", required=False) or ""
-            for key in ("repo", "base_commit")
+            self.short_text(task, key, f"task.{key}", most) or ""
+            for key, most in (("repo", MAX_REPO_CHARS), ("base_commit", MAX_BASE_COMMIT_CHARS))
         )
         reference_patch = self.text(task, "reference_patch", "task.reference_patch", required=False)
         if len(self.problems) > before or task_id is None:

@@ -5,51 +5,52 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from grading.jsonl import ErrorLog, json_kind, read_json_lines
-from grading.rollouts import MAX_LINE_BYTES, distinct_files
+from grading.jsonl import ErrorLog, Reason, json_kind, open_file, parse_json, read_json_lines
+from grading.limits import size_in_words
+from grading.rollouts import distinct_files
 
 JSONL_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
 
 
 def load_json(path: str | Path, source: str, errors: ErrorLog) -> tuple[Any, bool] | None:
     """A whole JSON file's value and whether it may hold values the database cannot store
-    (NaN, a NUL escape); None, with the reason in ``errors``, when it cannot be read."""
-    try:
-        with open(path, "rb") as file:
-            data = file.read()
-    except FileNotFoundError:
-        errors.add(source, None, "file", "no such file")
+    (NaN, a NUL escape); None, with the reason in ``errors``, when it cannot be read. A
+    whole file is held in memory, so it has the size limit of one line
+    (``errors.limits.line_bytes``), and its bytes count against the import's."""
+    file = open_file(path, source, errors)
+    if file is None:
         return None
-    except IsADirectoryError:
-        errors.add(source, None, "file", "is a directory, not a file")
+    limit = errors.limits.line_bytes
+    with file:
+        size = os.fstat(file.fileno()).st_size
+        data = file.read(size + 1) if size <= limit else b""  # one more: a file that grew is seen
+    if size > limit or len(data) > limit:
+        errors.add(source, None, "file", f"is {max(size, len(data))} bytes, over the limit of {size_in_words(limit)} "
+                   "for one JSON file (a file of many items can be JSON Lines, where the limit is per line)")
         return None
-    except OSError as exc:
-        errors.add(source, None, "file", f"cannot open: {exc.strerror or exc}")
+    errors.read(source, None, len(data))
+    value, suspicious = parse_json(data)
+    if isinstance(value, Reason):
+        errors.add(source, value.line, "file", value)
         return None
-    suspicious = b"\\u0000" in data
-    try:
-        return orjson.loads(data), suspicious
-    except orjson.JSONDecodeError:  # json below says where, or takes NaN
-        pass
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        errors.add(source, None, "file", f"not valid UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start}")
-        return None
-    try:
-        return json.loads(text, parse_constant=float), True
-    except json.JSONDecodeError as exc:
-        errors.add(source, exc.lineno, "file",
-                   f"not valid JSON: {exc.msg.removesuffix(' at')} at column {exc.colno}")
-    except (ValueError, RecursionError) as exc:
-        errors.add(source, None, "file", f"not valid JSON: {exc}")
-    return None
+    return value, suspicious
+
+
+def inside(folder: str | Path, path: str | Path, source: str, errors: ErrorLog, *, what: str) -> bool:
+    """Whether ``path``, found in ``folder``, is in it once links are followed: a link that
+    leaves it (to another user's files, say) is an error. ``what`` names the folder."""
+    base, real = os.path.realpath(folder), os.path.realpath(path)
+    if os.path.commonpath([base, real]) == base:
+        return True
+    errors.add(source, None, "file", f"is a link to a file outside the {what} folder {folder}; refused")
+    return False
 
 
 def json_items(path: str | Path, source: str, errors: ErrorLog) -> Iterator[tuple[str, int | None, Any, bool]]:
@@ -57,7 +58,7 @@ def json_items(path: str | Path, source: str, errors: ErrorLog) -> Iterator[tupl
     (by its name) or one JSON array or object of items: an array's item is named
     ``file[3]``, an object's ``file[key]``, with no line."""
     if str(path).lower().endswith(JSONL_SUFFIXES):
-        for line, item, suspicious in read_json_lines(Path(path), source, errors, MAX_LINE_BYTES):
+        for line, item, suspicious in read_json_lines(Path(path), source, errors):
             yield source, line, item, suspicious
         return
     if not str(path).lower().endswith(".json"):
@@ -79,6 +80,27 @@ def json_items(path: str | Path, source: str, errors: ErrorLog) -> Iterator[tupl
             errors.add(where, None, "item", f"must be an object, got {json_kind(item)}")
             continue
         yield where, None, item, suspicious
+
+
+def json_text(value: Any, where: str, fields: Fields) -> str:
+    """``value`` as compact JSON text (a tool call's arguments, as the chat format has them).
+    Integers beyond 64 bits and nesting deeper than orjson writes are written by json; a
+    value with no JSON text (an unpaired surrogate, nesting too deep even for json) is an
+    error at ``where``, and "" stands for it."""
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except orjson.JSONEncodeError:
+        pass
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        fields.bad(where, "contains an unpaired surrogate escape")
+        return ""
+    except RecursionError:
+        fields.bad(where, "nested too deeply")
+        return ""
+    return text
 
 
 class Fields:

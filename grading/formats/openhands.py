@@ -33,11 +33,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import orjson
-
 from grading.formats import ImportNotes, Inputs, Record
 from grading.formats.chat import text_of
-from grading.formats.files import Fields, json_items, task_from_instance
+from grading.formats.files import Fields, inside, json_items, json_text, task_from_instance
 from grading.formats.reports import load_verdicts, reward_of
 from grading.jsonl import ErrorLog, json_kind
 from grading.rollouts import distinct_files
@@ -51,7 +49,10 @@ def read(inputs: Inputs, errors: ErrorLog, notes: ImportNotes) -> Iterator[Recor
     for path, source in distinct_files(inputs.paths, errors):
         verdicts = load_verdicts(reports[source], str(reports[source]), errors)
         if Path(path).is_dir():
+            folder = path
             run, path, source = Path(path).resolve().name, Path(path) / OUTPUT, f"{source}/{OUTPUT}"
+            if not inside(folder, path, source, errors, what="run"):
+                continue
         else:
             run = Path(path).resolve().parent.name
         for where, line, item, suspicious in json_items(path, source, errors):
@@ -130,12 +131,12 @@ def _messages(history: list, fields: Fields) -> list[dict]:
         if not isinstance(event, dict):
             fields.bad(where, f"must be an object, got {json_kind(event)}")
         elif "kind" in event:
-            message = _sdk_event(event)
+            message = _sdk_event(event, where, fields)
             if message is not None:
                 messages.append(message)
         elif "action" in event:
             if event["action"] not in _BOOKKEEPING:
-                messages.append(_action(event))
+                messages.append(_action(event, where, fields))
         elif "observation" in event:
             if event["observation"] not in _BOOKKEEPING:
                 messages.append(_observation(event))
@@ -144,14 +145,14 @@ def _messages(history: list, fields: Fields) -> list[dict]:
     return messages
 
 
-def _action(event: dict) -> dict:
+def _action(event: dict, where: str, fields: Fields) -> dict:
     args = event.get("args") if isinstance(event.get("args"), dict) else {}
     said = text_of(event.get("message") or args.get("content") or args.get("thought"))
     if event["action"] == "system":  # 0.3x: the system prompt, its tools in args
         return {"role": "system", "content": text_of(args.get("content"))}
     if event["action"] == "message":
         return {"role": "user" if event.get("source") == "user" else "assistant", "content": said}
-    arguments = orjson.dumps(args, default=str).decode()
+    arguments = json_text(args, f"{where}.args", fields)
     return {"role": "assistant", "content": said, "tool_calls": [
         {"id": str(event.get("id")), "type": "function",
          "function": {"name": str(event["action"]), "arguments": arguments}}]}
@@ -164,7 +165,7 @@ def _observation(event: dict) -> dict:
     return observation
 
 
-def _sdk_event(event: dict) -> dict | None:
+def _sdk_event(event: dict, where: str, fields: Fields) -> dict | None:
     """A V1 (software-agent-sdk) event as a chat message; None for events that are no turn."""
     kind = event["kind"]
     if kind == "SystemPromptEvent":
@@ -177,7 +178,7 @@ def _sdk_event(event: dict) -> dict | None:
         call = event.get("tool_call") if isinstance(event.get("tool_call"), dict) else {}
         arguments = call.get("arguments")
         if not isinstance(arguments, str):
-            arguments = orjson.dumps(event.get("action"), default=str).decode()
+            arguments = json_text(event.get("action"), f"{where}.action", fields)
         return {"role": "assistant", "content": _parts(event.get("thought")), "tool_calls": [
             {"id": text_of(event.get("tool_call_id")), "type": "function",
              "function": {"name": text_of(event.get("tool_name")), "arguments": arguments}}]}

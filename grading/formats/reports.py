@@ -28,9 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grading.formats.files import Fields, load_json
+from grading.formats.files import Fields, inside, load_json
 from grading.jsonl import ErrorLog, json_kind, read_json_lines
-from grading.rollouts import MAX_LINE_BYTES
 
 EMPTY_PATCH = "empty patch"
 NO_VERDICT = "no verdict in the evaluation report"
@@ -60,7 +59,9 @@ def load_verdicts(path: str | Path, source: str, errors: ErrorLog) -> Verdicts:
         if not files:
             errors.add(source, None, "report", "folder holds no report.json")
         for file in files:
-            verdicts.by_instance.update(_file_verdicts(file, f"{source}/{file.relative_to(path)}", errors).by_instance)
+            where = f"{source}/{file.relative_to(path)}"
+            if inside(path, file, where, errors, what="report"):
+                verdicts.by_instance.update(_file_verdicts(file, where, errors).by_instance)
         return verdicts
     if str(path).lower().endswith(".jsonl"):
         return _row_verdicts(Path(path), source, errors)
@@ -69,7 +70,7 @@ def load_verdicts(path: str | Path, source: str, errors: ErrorLog) -> Verdicts:
 
 def _row_verdicts(path: Path, source: str, errors: ErrorLog) -> Verdicts:
     verdicts = Verdicts()
-    for line, row, _ in read_json_lines(path, source, errors, MAX_LINE_BYTES):
+    for line, row, _ in read_json_lines(path, source, errors):
         fields = Fields(row, source, line, errors)
         instance_id = fields.text("instance_id")
         if isinstance(row.get("report"), dict):  # an output.jsonl updated with its evaluation

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from grading.formats import ImportNotes, Inputs, Record
 from grading.formats.chat import chat_message, responses_item
-from grading.formats.files import Fields, TaskGiver, load_json
+from grading.formats.files import Fields, TaskGiver, inside, load_json
 from grading.formats.reports import load_verdicts, reward_of
 from grading.jsonl import ErrorLog, json_kind
 from grading.rollouts import distinct_files
@@ -71,7 +71,7 @@ def _trajectory_files(run_path: Path, errors: ErrorLog) -> list[str]:
                        for name in names if name.endswith(SUFFIXES))
         if not files:
             errors.add(str(run_path), None, "file", "folder holds no .traj or .traj.json file")
-        return files
+        return [file for file in files if inside(run_path, file, file, errors, what="run")]
     if not run_path.name.endswith(SUFFIXES):
         errors.add(str(run_path), None, "file", "name must end in .traj or .traj.json (or name a run folder)")
         return []

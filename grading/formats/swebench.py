@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from grading.formats import ImportNotes, Inputs, Record
-from grading.formats.files import Fields, TaskGiver, json_items
+from grading.formats.files import Fields, TaskGiver, inside, json_items
 from grading.formats.reports import load_verdicts, reward_of
 from grading.jsonl import ErrorLog
 from grading.rollouts import distinct_files
@@ -82,4 +82,5 @@ def _predictions_in(folder: Path, source: str, errors: ErrorLog) -> tuple[Path |
         errors.add(source, None, "file", f"a run folder must hold one predictions file; it {reason} "
                    f"{' nor '.join(PREDICTION_FILES) if not found else ' and '.join(found)}")
         return None, source
-    return folder / found[0], f"{source}/{found[0]}"
+    path, source = folder / found[0], f"{source}/{found[0]}"
+    return (path if inside(folder, path, source, errors, what="run") else None), source

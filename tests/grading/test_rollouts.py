@@ -1019,19 +1019,20 @@ def test_error_log_keeps_the_first_messages_and_counts_all():
 
     assert errors.count == 5
     assert (
-        errors.summary() == "a.jsonl:1: reward: bad\na.jsonl:2: reward: bad\n... and 3 more errors"
+        errors.summary() == "a.jsonl:1: reward: bad\na.jsonl:2: reward: bad\n... and 3 more errors not shown"
     )
 
 
-def test_reading_caps_kept_messages_at_50_by_default(tmp_path):
+def test_reading_caps_kept_messages_at_50_and_stops_at_100_errors_by_default(tmp_path):
     path = write(
         tmp_path / "r.jsonl", *[record(trajectory_id=f"t{i}", reward="x") for i in range(120)]
     )
 
     _, errors = read(path)
 
-    assert errors.count == 120 and len(errors.messages) == 50
-    assert errors.summary().endswith("\n... and 70 more errors")
+    assert errors.count == 100 and len(errors.messages) == 50
+    assert errors.summary().endswith("\n... and 50 more errors not shown; stopped after 100 errors, "
+                                     "the rest was not read")
 
 
 def test_it_rejects_a_nul_character_the_database_cannot_store(tmp_path):

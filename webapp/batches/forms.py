@@ -5,7 +5,7 @@ from django import forms
 from grading.formats import FORMATS
 from grading.rankings import FLAGS
 from webapp.batches.selectors import DEFAULT_SORT, FIELD_COLUMNS, SORT_COLUMNS, SORTS, GroupFilter
-from webapp.batches.services import BATCH_NAME_MAX_CHARS, batch_name_problem
+from webapp.batches.services import BATCH_NAME_MAX_CHARS, batch_name_problem, normalized_batch_name
 from webapp.models import Group
 from webapp.rankings import REVIEW_STATES
 from webapp.triage import REVIEW_STATES as TRIAGE_STATES
@@ -127,7 +127,7 @@ class ImportForm(forms.Form):
     append = forms.BooleanField(label="Add to the batch if it exists", required=False)
 
     def clean_name(self):
-        name = self.cleaned_data["name"].strip()
+        name = normalized_batch_name(self.cleaned_data["name"])
         problem = batch_name_problem(name)
         if problem:
             raise forms.ValidationError(problem)

@@ -4,7 +4,10 @@ The files are streamed once: valid rollouts are inserted in large chunks
 inside one transaction while every error is collected; any error rolls the
 whole import back. Adding to an existing batch must be asked for (`append`);
 then identical content is skipped and different content for an existing
-trajectory is an error.
+trajectory is an error. Every import, from the command line, the batches page
+or the API, reads under the same limits (`import_limits`: grading/limits.py,
+some set by GAGAR_MAX_* settings), so that a small compressed upload cannot keep
+a request's thread busy for minutes: it stops at the first limit it passes.
 """
 
 import contextlib
@@ -16,11 +19,13 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
+from django.conf import settings
 from django.db import transaction
 
 from grading.advantages import LABELS, group_labels
 from grading.formats import ImportNotes, Inputs, check_inputs, read_rollouts_from
-from grading.jsonl import CONTROL_CHARACTERS
+from grading.jsonl import CONTROL_CHARACTERS, ImportStopped
+from grading.limits import Limits
 from grading.rollouts import (
     ErrorLog,
     Rollout,
@@ -77,8 +82,8 @@ def batch_import(
     inputs = Inputs(paths=list(paths), reports=list(reports), tasks=list(tasks), name_by_run=name_by_run)
     files = [*inputs.paths, *inputs.reports, *inputs.tasks]  # as given: errors name each file as its user wrote it
     names = [Path(p).name for p in files]  # what the batch keeps of them
-    batch_name = batch_name.strip()
-    errors = ErrorLog()
+    batch_name = normalized_batch_name(batch_name)
+    errors = ErrorLog(limits=import_limits())
     problem = batch_name_problem(batch_name)
     if problem:
         errors.add("--batch", None, "batch", problem)
@@ -109,10 +114,13 @@ def batch_import(
         chunks = sorter.new_chunks(rollouts)
         # Files are read and checked in a thread, so that reading goes on while the
         # database stores the previous chunk (waiting on it releases the GIL).
-        for count, chunk in _in_background(chunks):
-            writer.write(chunk)
-            if on_progress:
-                on_progress(count)
+        try:
+            for count, chunk in _in_background(chunks):
+                writer.write(chunk)
+                if on_progress:
+                    on_progress(count)
+        except ImportStopped:  # at a limit (the sorter's errors count too): errors say which
+            pass
         if errors:
             transaction.set_rollback(True)
             raise RolloutFormatError(errors)
@@ -130,6 +138,20 @@ def batch_import(
         unchanged_trajectories=sorter.unchanged,
         notes=notes,
     )
+
+
+def import_limits() -> Limits:
+    """The limits of an import here: the core's (grading/limits.py), with the group size
+    set by GAGAR_MAX_GROUP_SIZE and the lines and decompressed bytes of one import by
+    GAGAR_MAX_IMPORT_LINES and GAGAR_MAX_IMPORT_BYTES."""
+    return Limits(group_size=settings.GAGAR_MAX_GROUP_SIZE, import_lines=settings.GAGAR_MAX_IMPORT_LINES,
+                  import_bytes=settings.GAGAR_MAX_IMPORT_BYTES)
+
+
+def normalized_batch_name(name: str) -> str:
+    """A batch name as given by a user, the way it is stored and looked up: without the
+    spaces around it. Every command and form that takes a batch name reads it through this."""
+    return name.strip()
 
 
 def batch_name_problem(name: str) -> str | None:
@@ -172,6 +194,9 @@ class _Sorter:
             )
         }
         self.unchanged = 0
+        self.group_sizes: dict[str, int] = {}  # of the existing groups this import would add to
+        for group_id, _ in self.existing_hashes:
+            self.group_sizes[group_id] = self.group_sizes.get(group_id, 0) + 1
 
     def new_chunks(self, rollouts: Iterable[Rollout]) -> Iterator[tuple[int, list[Rollout]]]:
         """(rollouts read so far, the new ones among them since the last chunk), every
@@ -197,8 +222,14 @@ class _Sorter:
                             f"into batch {self.batch_name!r} for this trajectory")
             return False
         if rollout.group_id in self.existing_groups:
-            self._error(rollout, "group_id", f"group already imported into batch "
-                        f"{self.batch_name!r}; its trajectories cannot change")
+            size = self.group_sizes[rollout.group_id] = self.group_sizes.get(rollout.group_id, 0) + 1
+            most = self.errors.limits.group_size
+            if size == most + 1:  # the core checks a group within one import; this, with what the batch has
+                self._error(rollout, "group_id", f"group {rollout.group_id!r} has more than {most} trajectories, "
+                            "the most one group may have")
+            else:
+                self._error(rollout, "group_id", f"group already imported into batch "
+                            f"{self.batch_name!r}; its trajectories cannot change")
             return False
         return True
 

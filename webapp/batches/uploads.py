@@ -19,9 +19,9 @@ from django.core.files.uploadhandler import FileUploadHandler
 
 from grading.formats import FORMATS
 from grading.formats.archives import SUFFIXES, Budget, is_archive, unpack_runs
-from grading.jsonl import ErrorLog
+from grading.jsonl import ErrorLog, ImportStopped
 from grading.rollouts import RolloutFormatError
-from webapp.batches.services import ImportResult, batch_import
+from webapp.batches.services import ImportResult, batch_import, import_limits
 
 CHUNK = 1024 * 1024
 
@@ -131,17 +131,20 @@ def batch_import_uploaded(*, uploads: dict[str, list], file_format: str, batch_n
 def _unpacked_runs(file_format: str, archives: list[Path], reports: list[Path], names: _Names) -> list[Path]:
     """The run folders of `archives`, unpacked next to them; ImportFailed when one cannot be
     unpacked or the runs and reports do not pair."""
-    errors = ErrorLog()
+    errors = ErrorLog(limits=import_limits())
     budget = Budget(settings.GAGAR_API_UPLOAD_LIMIT)
     runs: list[Path] = []
-    for archive in archives:
-        if not is_archive(archive.name):
-            errors.add(archive.name, None, "file", f"{file_format} names each run by its folder, which an "
-                       f"upload does not keep: send an archive ({', '.join(SUFFIXES)}) of run folders")
-            continue
-        unpacked = Path(tempfile.mkdtemp(dir=archive.parent))
-        names.add_archive(archive, unpacked)
-        runs += unpack_runs(archive, archive.name, unpacked, budget=budget, errors=errors)
+    try:
+        for archive in archives:
+            if not is_archive(archive.name):
+                errors.add(archive.name, None, "file", f"{file_format} names each run by its folder, which an "
+                           f"upload does not keep: send an archive ({', '.join(SUFFIXES)}) of run folders")
+                continue
+            unpacked = Path(tempfile.mkdtemp(dir=archive.parent))
+            names.add_archive(archive, unpacked)
+            runs += unpack_runs(archive, archive.name, unpacked, budget=budget, errors=errors)
+    except ImportStopped:  # at the error limit: errors say so
+        pass
     if not errors and len(runs) != len(reports):
         listed = ", ".join(run.name for run in runs)
         errors.add("reports", None, "report", f"the archives hold {len(runs)} runs ({listed}): give one "

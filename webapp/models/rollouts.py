@@ -7,11 +7,14 @@ loads them.
 from django.conf import settings
 from django.db import models
 
+from grading.limits import MAX_BASE_COMMIT_CHARS, MAX_ID_CHARS, MAX_REPO_CHARS
+
 
 def default_advantage_config():
-    # A new batch's config; a batch keeps the one it was made with. Flag cap as in webapp.advantages.
-    return {"schedule": "linear", "params": {"w_min": 0.2}, "norm_by_std": True, "unbiased_std": True,
-            "w_flag": 0.0, "flag_names": ["reward_hacking", "edits_tests"]}
+    """A new batch's config (webapp.advantages.DEFAULT_CONFIG), as stored."""
+    from webapp.advantages import DEFAULT_CONFIG  # here, not at the top: webapp.advantages reads these models
+
+    return DEFAULT_CONFIG.as_dict()
 
 
 class Batch(models.Model):
@@ -48,11 +51,12 @@ class Group(models.Model):
 
     # Indexed by the unique (batch, group_id) constraint; no index of its own.
     batch = models.ForeignKey(Batch, on_delete=models.CASCADE, related_name="groups", db_index=False)
-    group_id = models.CharField(max_length=512)
-    task_id = models.CharField(max_length=512, blank=True)
+    # The importer checks these lengths (grading/limits.py), so SQLite refuses what PostgreSQL would.
+    group_id = models.CharField(max_length=MAX_ID_CHARS)
+    task_id = models.CharField(max_length=MAX_ID_CHARS, blank=True)
     statement = models.TextField(blank=True)
-    repo = models.CharField(max_length=512, blank=True)
-    base_commit = models.CharField(max_length=128, blank=True)
+    repo = models.CharField(max_length=MAX_REPO_CHARS, blank=True)
+    base_commit = models.CharField(max_length=MAX_BASE_COMMIT_CHARS, blank=True)
     reference_patch = models.TextField(null=True, blank=True)
     task_extra = models.JSONField(default=dict, blank=True)
     label = models.CharField(max_length=16, choices=Label.choices, default=Label.SINGLETON)
@@ -101,7 +105,7 @@ class Trajectory(models.Model):
     group = models.ForeignKey(
         Group, on_delete=models.CASCADE, related_name="trajectories", db_index=False
     )
-    trajectory_id = models.CharField(max_length=512)
+    trajectory_id = models.CharField(max_length=MAX_ID_CHARS)
     reward = models.FloatField()
     passed = models.BooleanField()
     patch = models.TextField(blank=True)

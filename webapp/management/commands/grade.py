@@ -4,8 +4,10 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from webapp.batches.services import normalized_batch_name
 from webapp.grading.selectors import DONE, FAILED, in_progress, wait_for
 from webapp.grading.services import LaunchError, grading_launch
+from webapp.management.database import database_errors_in_one_line
 from webapp.models import Batch, GradingRun
 
 # Exit statuses of --wait (2 is argparse's, for a bad command line).
@@ -28,9 +30,13 @@ class Command(BaseCommand):
                                  f"{EXIT_CANCELLED} if the run was cancelled")
         parser.add_argument("--timeout", type=float, help="with --wait: give up after this many seconds")
 
-    def handle(self, *args, batch, grader, config, regrade, queue, wait, timeout, **options):
+    def handle(self, *args, **options):
+        with database_errors_in_one_line():
+            self._grade(**options)
+
+    def _grade(self, *, batch, grader, config, regrade, queue, wait, timeout, **options):
         try:
-            batch = Batch.objects.get(name=batch)
+            batch = Batch.objects.get(name=normalized_batch_name(batch))
         except Batch.DoesNotExist:
             raise CommandError(f"no batch named {batch!r}") from None
         try:

@@ -8,6 +8,7 @@ from django.db.models import Count
 from grading.formats import FORMATS
 from grading.rollouts import RolloutFormatError
 from webapp.batches.services import batch_import
+from webapp.management.database import database_errors_in_one_line
 
 FORMAT_HELP = "; ".join(f"{f.name}: {f.paths_are}" for f in FORMATS.values())
 
@@ -48,18 +49,19 @@ class Command(BaseCommand):
             sys.stderr.write(f"\r  read {count:,} trajectories ({rate:,.0f}/s)")
             sys.stderr.flush()
 
-        try:
-            result = batch_import(
-                paths=paths, batch_name=batch, pass_threshold=pass_threshold, append=append,
-                on_progress=progress if show_progress else None,
-                file_format=file_format, reports=reports, tasks=tasks, name_by_run=name_by_run,
-            )
-        except RolloutFormatError as error:
-            raise CommandError(f"nothing imported:\n{error}") from None
-        finally:
-            if show_progress:
-                sys.stderr.write("\n")
-        self.stdout.write(self._summary(result, time.monotonic() - started))
+        with database_errors_in_one_line():
+            try:
+                result = batch_import(
+                    paths=paths, batch_name=batch, pass_threshold=pass_threshold, append=append,
+                    on_progress=progress if show_progress else None,
+                    file_format=file_format, reports=reports, tasks=tasks, name_by_run=name_by_run,
+                )
+            except RolloutFormatError as error:
+                raise CommandError(f"nothing imported:\n{error}") from None
+            finally:
+                if show_progress:
+                    sys.stderr.write("\n")
+            self.stdout.write(self._summary(result, time.monotonic() - started))
 
     def _summary(self, result, seconds):
         batch = result.batch
