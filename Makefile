@@ -87,6 +87,7 @@ bench: install-llm
 	DATABASE_URL=$(PG_URL) $(PY) bench/api.py
 	$(PY) bench/export.py
 	$(PY) bench/pages.py
+	$(PY) bench/large_group.py
 	$(PY) bench/agentic.py
 	$(PY) bench/gpu_grader.py --small
 

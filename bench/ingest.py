@@ -84,7 +84,7 @@ def write_formats(folder: Path, n: int, group_size: int = 16) -> dict[str, tuple
                                       "history": [], "metrics": {"accumulated_cost": 0.1}}) + b"\n")
         for r in rows:
             (traj_dir / f"{r['group_id']}.traj").write_bytes(orjson.dumps(
-                {"trajectory": [], "info": {"submission": r["patch"], "exit_status": "submitted",
+                {"trajectory": [], "history": [], "info": {"submission": r["patch"], "exit_status": "submitted",
                                             "model_stats": {"api_calls": r["metrics"]["num_turns"]}}}))
         for kind, path in (("swebench", run_dir / "all_preds.jsonl"), ("swe-agent", traj_dir),
                            ("openhands", run_dir / "output.jsonl")):

@@ -379,7 +379,7 @@ def _ranking_version(final: FinalRanking) -> str | None:
 
 
 @dataclass(frozen=True)
-class Histogram:
+class AdvantageHistogram:
     """Counts per bin, shared edges (len(counts) + 1), for GRPO and redistributed advantages."""
 
     edges: list[float]
@@ -388,19 +388,19 @@ class Histogram:
     n: int
 
 
-def advantage_histogram(rows: list[dict], *, bins: int = 16) -> Histogram:
+def advantage_histogram(rows: list[dict], *, bins: int = 16) -> AdvantageHistogram:
     """Distribution of the advantages of the mixed groups' trajectories (`rows` of ROW_FIELDS),
     before and after redistribution (the other groups' advantages are all zero)."""
     mixed = [r for r in rows if r["label"] == "mixed"]
     if not mixed:
-        return Histogram(edges=[], before=[], after=[], n=0)
+        return AdvantageHistogram(edges=[], before=[], after=[], n=0)
     before = np.array([r["grpo_advantage"] for r in mixed])
     after = np.array([r["advantage"] for r in mixed])
     low, high = float(min(before.min(), after.min())), float(max(before.max(), after.max()))
     if high - low < 1e-9:
         low, high = low - 0.5, high + 0.5
     edges = np.linspace(low, high, bins + 1)
-    return Histogram(
+    return AdvantageHistogram(
         edges=edges.tolist(),
         before=np.histogram(before, edges)[0].tolist(),
         after=np.histogram(after, edges)[0].tolist(),

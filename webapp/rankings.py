@@ -181,7 +181,7 @@ def final_rankings(group_pks: Iterable[int], *, viewer: Viewer, lean: bool = Fal
     return out
 
 
-REVIEW_STATES = {
+HUMAN_REVIEW_FILTERS = {
     "overridden": "overridden: final ranking is human",
     "reviewed": "ranked by a human",
     "unreviewed": "not ranked by a human",

@@ -87,3 +87,7 @@ def test_a_reader_that_stops_early_ends_it_quietly(tmp_path):
     stderr = reader.stderr.read().decode()
     assert reader.wait() == 1 and first["group_id"] == "group-0000"
     assert stderr == ""
+
+
+def test_it_finds_the_batch_named_with_spaces_around_as_import_and_grade_do(sample_batch):
+    assert advantages(batch=" sample ") == advantages(batch="sample")

@@ -7,8 +7,8 @@ from grading.rankings import FLAGS
 from webapp.batches.selectors import DEFAULT_SORT, FIELD_COLUMNS, SORT_COLUMNS, SORTS, GroupFilter
 from webapp.batches.services import BATCH_NAME_MAX_CHARS, batch_name_problem, normalized_batch_name
 from webapp.models import Group
-from webapp.rankings import REVIEW_STATES
-from webapp.triage import REVIEW_STATES as TRIAGE_STATES
+from webapp.rankings import HUMAN_REVIEW_FILTERS
+from webapp.triage import REVIEW_STATES
 
 SORT_LABELS = {
     "group": "group id",
@@ -37,14 +37,15 @@ class GroupFilterForm(forms.Form):
                                 error_messages={"min_value": PERCENT, "max_value": PERCENT})
     graded = forms.ChoiceField(required=False, choices=[("", "graded or not"), ("yes", "graded"),
                                                         ("no", "not graded")])
-    review = forms.ChoiceField(required=False, choices=[("", "any"), *REVIEW_STATES.items()], label="Human review")
+    review = forms.ChoiceField(required=False, choices=[("", "any"), *HUMAN_REVIEW_FILTERS.items()],
+                               label="Human review")
     top_flag = forms.ChoiceField(required=False, choices=FLAG_CHOICES, label="Top pick flagged")
     any_flag = forms.ChoiceField(required=False, choices=FLAG_CHOICES, label="Flag anywhere")
     conf_min = forms.FloatField(required=False, label="Confidence from")
     conf_max = forms.FloatField(required=False, label="Confidence to")
     agreement = forms.ChoiceField(required=False, label="Human vs grader", choices=[
         ("", "any"), ("disagrees", "human disagrees"), ("agrees", "human agrees")])
-    state = forms.ChoiceField(required=False, choices=[("", "any"), *((v, v) for v in TRIAGE_STATES)],
+    state = forms.ChoiceField(required=False, choices=[("", "any"), *((v, v) for v in REVIEW_STATES)],
                               label="Review state")
     sort = forms.ChoiceField(required=False, choices=[(k, SORT_LABELS[k]) for k in SORTS])
 

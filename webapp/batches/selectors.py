@@ -19,7 +19,7 @@ from django.core.cache import cache
 from django.db.models import Count, Exists, OuterRef, Q
 
 from webapp.models import Annotation, Batch, Grading, Group
-from webapp.rankings import REVIEW_STATES, Viewer, review_condition
+from webapp.rankings import HUMAN_REVIEW_FILTERS, Viewer, review_condition
 from webapp.triage import blank_hidden, flag_names, triage_columns
 
 PAGE_SIZE = 50
@@ -87,7 +87,7 @@ class GroupFilter:
             qs = qs.filter(pass_rate__lte=self.pass_max)
         if self.graded:
             qs = qs.filter(graded_condition() if self.graded == "yes" else ~graded_condition())
-        if self.review in REVIEW_STATES:
+        if self.review in HUMAN_REVIEW_FILTERS:
             qs = qs.filter(review_condition(self.review))
         if self.q:
             qs = qs.filter(Q(group_id__icontains=self.q) | Q(task_id__icontains=self.q)

@@ -36,7 +36,7 @@ from grading.graders.base import Grade, Grader, GraderError, GroupView, Trajecto
 from grading.profiles import Profile, build_grader
 from grading.rankings import InvalidRanking, validate_ranking
 from webapp.audit.refresh import figures_stale
-from webapp.grading import services as jobs
+from webapp.grading import services as grading_services
 from webapp.grading import sql
 from webapp.leases import lease_expiry, lease_renewed
 from webapp.models import Grading, GradingRun, GradingTranscript, Transcript
@@ -44,7 +44,8 @@ from webapp.triage import triage_refresh
 
 log = logging.getLogger(__name__)
 
-QUEUED, RUNNING, DONE, FAILED, CANCELLED = jobs.QUEUED, jobs.RUNNING, jobs.DONE, jobs.FAILED, jobs.CANCELLED
+QUEUED, RUNNING, DONE, FAILED, CANCELLED = (Grading.Status.QUEUED, Grading.Status.RUNNING, Grading.Status.DONE,
+                                            Grading.Status.FAILED, Grading.Status.CANCELLED)
 RETRY_BACKOFF_S = 5
 RETRY_BACKOFF_MAX_S = 300
 ERROR_CHARS = 4000
@@ -244,7 +245,7 @@ def _write(claims: list[_Claim], views: list, outcomes: list, token: str, result
 
 def _send_retry(pk: int, queue: str, countdown: float) -> None:
     # A function of its own: a lambda in `_write`'s loop would send the loop's last grading.
-    transaction.on_commit(lambda: jobs.send_committed([(pk, queue)], countdown=countdown), robust=True)
+    transaction.on_commit(lambda: grading_services.send_committed([(pk, queue)], countdown=countdown), robust=True)
 
 
 def _keep_transcript(claim: _Claim, outcome) -> None:

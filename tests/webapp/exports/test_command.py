@@ -74,3 +74,8 @@ def test_an_existing_file_is_replaced_only_with_force(sample_batch, out_dir):
     assert out.read_bytes().startswith(b"PAR1")
     with pytest.raises(CommandError, match="exists"):  # the manifest now exists too
         export("--batch", "sample", "--out", out)
+
+
+def test_it_finds_the_batch_named_with_spaces_around(sample_batch, out_dir):
+    export("--batch", " sample ", "--out", out_dir / "adv.parquet")
+    assert (out_dir / "adv.parquet").exists()

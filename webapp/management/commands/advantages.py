@@ -6,6 +6,7 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 from webapp.advantages import ROW_FIELDS, advantage_rows, parse_advantage_config
+from webapp.batches.services import normalized_batch_name
 from webapp.models import Batch
 from webapp.rankings import UNRESTRICTED
 
@@ -46,7 +47,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, batch, format, **options):
         try:
-            batch = Batch.objects.get(name=batch)
+            batch = Batch.objects.get(name=normalized_batch_name(batch))
         except Batch.DoesNotExist:
             raise CommandError(f"no batch named {batch!r}") from None
         config = self._config(batch, options)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from webapp.batches.services import normalized_batch_name
 from webapp.exports.services import MANIFEST, ExportError, export_config, export_files, refuse_while_grading
 from webapp.management.commands.advantages import add_config_arguments, config_overrides
 from webapp.models import Batch, Export
@@ -42,7 +43,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, kind, batch, out, force, **options):
         try:
-            batch = Batch.objects.get(name=batch)
+            batch = Batch.objects.get(name=normalized_batch_name(batch))
         except Batch.DoesNotExist:
             raise CommandError(f"--batch: no batch named {batch!r}") from None
         if kind == Export.Kind.ADVANTAGES:
