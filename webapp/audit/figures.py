@@ -45,6 +45,7 @@ from django.db.models import Count, Min, OuterRef, Subquery
 
 from grading.agreement import AgreementSummary, Estimate
 from grading.evaluation import PROXY_LABEL
+from grading.rates import Rate, wilson
 from webapp.audit import refresh
 from webapp.audit.ranking import (
     COVARIATES,
@@ -52,11 +53,9 @@ from webapp.audit.ranking import (
     GradingFigures,
     Histogram,
     Proxy,
-    Rate,
     agreement_summary,
     agreements,
     grading_figures,
-    wilson,
 )
 from webapp.models import Annotation, AuditVerdict, Batch, GoldGroup, Grading, GradingRun, Trajectory
 

@@ -30,6 +30,7 @@ from grading.graders.agentic import run_seed
 from grading.graders.base import GroupView, TrajectoryView
 from grading.profiles import LLM_GRADERS
 from grading.rankings import ranks_from_tiers
+from grading.rates import Rate, wilson
 from grading.workspace import Workspace
 from webapp.advantages import _chunk, parse_advantage_config
 from webapp.models import Annotation, Batch, Grading, Group, ReferenceProxy, Trajectory
@@ -40,17 +41,6 @@ COVARIATES = (("shown", "order shown to the grader"), ("patch_length", "patch le
               ("turns", "turn count"))
 FACTOR_BINS = 10
 SHIFT_BINS = 12
-
-
-@dataclass(frozen=True)
-class Rate:
-    """`count` of `n`, the share and its 95% Wilson interval (None when n is 0)."""
-
-    label: str
-    count: int
-    n: int
-    value: float | None
-    interval: tuple[float, float] | None
 
 
 @dataclass(frozen=True)
@@ -309,20 +299,6 @@ def _advantages(version: str, by_group: dict[int, _Graded], data: dict[int, _Gro
 
 
 # --- rates, spreads, histograms ------------------------------------------------------------
-
-Z95 = 1.959963984540054  # two-sided 95% normal quantile
-
-
-def wilson(count: int, n: int, label: str = "") -> Rate:
-    """count / n with its 95% Wilson score interval."""
-    if not n:
-        return Rate(label, count, n, None, None)
-    p = count / n
-    denominator = 1 + Z95**2 / n
-    centre = (p + Z95**2 / (2 * n)) / denominator
-    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / denominator
-    return Rate(label, count, n, p, (max(0.0, centre - half), min(1.0, centre + half)))
-
 
 def spread(values: list[float]) -> Spread:
     if not values:
