@@ -1,7 +1,7 @@
 """How well the heuristic grader ranks passing patches, against a proxy: similarity to the
 reference fix (grading/evaluation.py), beside trivial baselines measured in the same run.
 
-    .venv/bin/python -m bench.grader_quality [FILE.jsonl]   (default ../shared/data/public.jsonl)
+    .venv/bin/python -m bench.grader_quality FILE.jsonl   (rollout groups with reference fixes)
 
 Prints the table, the same again on two halves of the groups split by task id (nothing is
 tuned on either), the ratio of the grader's mean tau-b and top-1 to the best baseline's, and
@@ -34,8 +34,6 @@ from grading.evaluation import (
 )
 from grading.graders.heuristic import HeuristicGrader
 from grading.rollouts import load_rollouts
-
-DEFAULT = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "public.jsonl"
 
 
 def main(path: Path) -> None:
@@ -158,4 +156,6 @@ def tuned_bound(groups: list[ReferenceGroup]) -> str:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT)
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m bench.grader_quality FILE.jsonl (rollout groups with reference fixes)")
+    main(Path(sys.argv[1]))

@@ -1,4 +1,4 @@
-"""Streaming reader and validator for the rollout format, version 1 (DESIGN §4).
+"""Streaming reader and validator for the rollout format, version 1 (docs/rollout-format.md).
 
 ``read_rollouts`` yields valid rollouts one at a time and records every problem in an
 ``ErrorLog`` instead of stopping at the first, so one pass over a batch reports all of its

@@ -1,6 +1,6 @@
 """Django for every test but the pure core's.
 
-tests/grading tests `grading/`, which never imports Django (DESIGN §3): a run that
+tests/grading tests `grading/`, which never imports Django (docs/architecture.md): a run that
 selects only tests under it sets up no Django and needs no settings or environment.
 Any other selection sets Django up here, from `webapp.settings` unless --ds or
 $DJANGO_SETTINGS_MODULE names other settings, and registers the shared fixtures of

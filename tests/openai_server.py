@@ -1,6 +1,6 @@
 """A small OpenAI-compatible chat server over the transformers backend, for tests.
 
-`transformers serve` ignores `response_format` (DESIGN §9), so it cannot exercise the
+`transformers serve` ignores `response_format` (it reads no grammar), so it cannot exercise the
 grader's schema-constrained `openai` backend. This server honours
 `response_format={"type": "json_schema", "json_schema": {"schema": ...}}` by running
 the transformers backend with that schema, and answers in the chat.completions shape

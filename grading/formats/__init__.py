@@ -1,4 +1,4 @@
-"""Formats teams already have, read into the records of the rollout format (DESIGN §4).
+"""Formats teams already have, read into the records of the rollout format (docs/rollout-format.md).
 
 Each adapter turns its files into ``(source, line, record, suspicious)`` tuples, the
 same that the JSON Lines reader yields, and ``read_rollouts_from`` feeds them to the one

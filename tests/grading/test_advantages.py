@@ -503,7 +503,7 @@ def test_module_doctest_runs():
     assert doctest.testmod(adv).failed == 0
 
 
-# --- properties (DESIGN §5) -------------------------------------------------------
+# --- properties: the invariants the redistribution keeps ----------------------------------------
 
 
 @st.composite

@@ -1,4 +1,4 @@
-"""The Celery settings the reliability of grading rests on (DESIGN §9)."""
+"""The Celery settings the reliability of grading rests on."""
 
 from django.conf import settings
 from django.test import override_settings
