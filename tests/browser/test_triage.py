@@ -29,7 +29,8 @@ def test_triage_filters_and_sorts_find_the_groups_to_look_at(page, live_server, 
     login(page, live_server, "rita", PASSWORD)
     page.goto(f"{live_server.url}/batches/{batch.pk}/")
     cheat = page.locator("tr", has=page.locator("a", has_text="cheat-1"))
-    expect(cheat.locator("td.triage-top .badge.flag")).to_have_text("edits_tests")
+    # c1 changes only a test (no effect): the top pick is c2, which fixes the code and edits the test too
+    expect(cheat.locator("td.triage-top .badge.flag")).to_have_text(["edits_tests", "out_of_scope_changes"])
     task2 = page.locator("tr", has=page.locator("a", has_text="task-2"))
     expect(task2.locator(".chip.state-reviewed")).to_be_visible()
     expect(task2.locator(".badge.bad")).to_have_text("disagrees")

@@ -189,6 +189,7 @@ def test_a_body_over_the_limit_gets_413_unread(reward_server):
 
 def test_verls_in_process_buffer_refuses_a_response_the_app_would_refuse():
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     from gagar_client.grouped import compute_score
 
@@ -196,4 +197,5 @@ def test_verls_in_process_buffer_refuses_a_response_the_app_would_refuse():
                          url="http://127.0.0.1:9", run="r")
     with pytest.raises(ValueError, match=r"the app would refuse this response: extra_info\['index'\]: must not "
                                          "contain control characters"):
-        asyncio.run(call)
+        with ThreadPoolExecutor(1) as thread:  # a loop of its own, whatever an earlier test left running here
+            thread.submit(asyncio.run, call).result()
