@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from grading.backends import Sampling, load_backend  # noqa: E402
+from grading.cases import GroupCase  # noqa: E402
 from grading.graders.agentic import AgenticGrader, Budget  # noqa: E402
-from grading.graders.base import GroupView  # noqa: E402
 from grading.rollouts import load_rollouts  # noqa: E402
 from grading.tiny_model import build_tiny_model  # noqa: E402
 from grading.workspace import Caps  # noqa: E402
@@ -40,7 +40,7 @@ from tests.grading.agentic_fixtures import SAMPLE, groups_from_rollouts  # noqa:
 MAX_PASSING = 4
 
 
-def bench_groups(n: int, trajectories: int) -> list[GroupView]:
+def bench_groups(n: int, trajectories: int) -> list[GroupCase]:
     """`n` groups of `trajectories` each from the sample data, at most 4 passing per group."""
     samples = [g for g in groups_from_rollouts(load_rollouts([SAMPLE])) if len(g.passing) >= 2]
     groups = []
@@ -58,7 +58,7 @@ def bench_groups(n: int, trajectories: int) -> list[GroupView]:
     return groups
 
 
-def measure(grader: AgenticGrader, groups: list[GroupView], *, lockstep: bool):
+def measure(grader: AgenticGrader, groups: list[GroupCase], *, lockstep: bool):
     started = time.perf_counter()
     if lockstep:
         results = grader.rank_many(groups)

@@ -67,7 +67,7 @@ def floor(rollouts: list[dict], config: dict) -> tuple[float, dict]:
     import numpy as np
 
     from grading.advantages import gagar_advantages
-    from grading.graders.base import GroupView, TrajectoryView
+    from grading.cases import GroupCase, TrajectoryCase
     from grading.graders.heuristic import HeuristicGrader
     from grading.rankings import ranks_from_tiers
 
@@ -75,8 +75,8 @@ def floor(rollouts: list[dict], config: dict) -> tuple[float, dict]:
     members: dict[str, list] = {}
     for r in rollouts:
         members.setdefault(r["group_id"], []).append(
-            TrajectoryView(r["trajectory_id"], r["reward"] >= 1, r["reward"], r["patch"], metrics=r["metrics"]))
-    views = [GroupView(group_id=g, statement="", trajectories=tuple(ts)) for g, ts in members.items()]
+            TrajectoryCase(r["trajectory_id"], r["reward"] >= 1, r["reward"], r["patch"], metrics=r["metrics"]))
+    views = [GroupCase(group_id=g, statement="", trajectories=tuple(ts)) for g, ts in members.items()]
     grades = HeuristicGrader().rank_many(views)
     rank_of = {(v.group_id, tid): rank for v, grade in zip(views, grades, strict=True)
                for tid, rank in ranks_from_tiers(grade.tiers).items()}

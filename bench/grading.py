@@ -69,19 +69,19 @@ def write_rollouts(path: Path, n_groups: int) -> None:
 
 
 def in_process(batch, repeats: int = 3) -> tuple[float, int]:
-    from grading.graders.base import GroupView, TrajectoryView
+    from grading.cases import GroupCase, TrajectoryCase
     from grading.graders.heuristic import HeuristicGrader
     from webapp.models import Group, Trajectory
 
-    groups = {pk: GroupView(group_id=gid, statement=statement, trajectories=())
+    groups = {pk: GroupCase(group_id=gid, statement=statement, trajectories=())
               for pk, gid, statement in Group.objects.filter(batch=batch, label=Group.Label.MIXED)
               .values_list("pk", "group_id", "statement")}
     members = {pk: [] for pk in groups}
     for group_pk, tid, passed, reward, patch, metrics in (
             Trajectory.objects.filter(group_id__in=list(groups)).order_by("group_id", "trajectory_id")
             .values_list("group_id", "trajectory_id", "passed", "reward", "patch", "metrics")):
-        members[group_pk].append(TrajectoryView(tid, passed, reward, patch, metrics=metrics))
-    views = [GroupView(group_id=g.group_id, statement=g.statement, trajectories=tuple(members[pk]))
+        members[group_pk].append(TrajectoryCase(tid, passed, reward, patch, metrics=metrics))
+    views = [GroupCase(group_id=g.group_id, statement=g.statement, trajectories=tuple(members[pk]))
              for pk, g in groups.items()]
     grader = HeuristicGrader()
     best = float("inf")

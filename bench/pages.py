@@ -149,8 +149,9 @@ def cold_and_warm(client, groups, warm_runs=5):
     stored (both with empty in-process caches, as in a new web process), and its warm p50."""
     from django.urls import reverse
 
+    from webapp.html import patches
     from webapp.models import PatchRender
-    from webapp.review import diffview, groupview
+    from webapp.review import comparison
 
     def timed(url):
         t = time.perf_counter()
@@ -161,11 +162,11 @@ def cold_and_warm(client, groups, warm_runs=5):
     for group in groups:
         url = reverse("group", args=[group.pk])
         PatchRender.objects.all().delete()
-        diffview.clear_caches()
-        groupview.clear_caches()
+        patches.clear_caches()
+        comparison.clear_caches()
         nothing = timed(url)
-        diffview.clear_caches()
-        groupview.clear_caches()
+        patches.clear_caches()
+        comparison.clear_caches()
         stored = timed(url)
         warm = statistics.median(timed(url) for _ in range(warm_runs))
         out[group.group_id] = (nothing, stored, warm)

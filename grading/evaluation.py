@@ -28,14 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from grading.agreement import Estimate, Tiers, bootstrap_interval, kendall_tau, top1_share
+from grading.cases import GroupCase, TrajectoryCase
 from grading.diffs import parse_patch
-from grading.graders.base import GroupView, TrajectoryView
 from grading.rollouts import Rollout
 
 PROXY_LABEL = "proxy: similarity to the reference fix"
 RANDOM_SEEDS = 100
 
-Ranker = Callable[[GroupView], Tiers]
+Ranker = Callable[[GroupCase], Tiers]
 
 _DEMO = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
 
@@ -45,7 +45,7 @@ class ReferenceGroup:
     """A group as a grader sees it, and the human fix it is measured against (which
     the grader never gets)."""
 
-    view: GroupView
+    view: GroupCase
     reference_patch: str
 
 
@@ -59,8 +59,8 @@ def reference_groups(rollouts: Iterable[Rollout]) -> list[ReferenceGroup]:
         task = next((r.task for r in rows if r.task is not None), None)
         if task is None or not task.reference_patch:
             continue
-        view = GroupView(group_id=group_id, statement=task.statement, repo=task.repo, trajectories=tuple(
-            TrajectoryView(r.trajectory_id, r.passed, r.reward, r.patch, metrics=r.metrics) for r in rows))
+        view = GroupCase(group_id=group_id, statement=task.statement, repo=task.repo, trajectories=tuple(
+            TrajectoryCase(r.trajectory_id, r.passed, r.reward, r.patch, metrics=r.metrics) for r in rows))
         groups.append(ReferenceGroup(view, task.reference_patch))
     return groups
 
@@ -102,16 +102,16 @@ def proxy_tiers(group: ReferenceGroup) -> tuple[tuple[str, ...], ...]:
 
 # --- baselines -------------------------------------------------------------------
 
-def shortest_first(view: GroupView) -> Tiers:
+def shortest_first(view: GroupCase) -> Tiers:
     """Fewest changed lines first."""
     return tiers_by({t.trajectory_id: len(changed_lines(t.patch)) for t in view.passing}, higher_first=False)
 
 
-def fewest_files_first(view: GroupView) -> Tiers:
+def fewest_files_first(view: GroupCase) -> Tiers:
     return tiers_by({t.trajectory_id: len(touched_paths(t.patch)) for t in view.passing}, higher_first=False)
 
 
-def random_order(view: GroupView, seed: int) -> Tiers:
+def random_order(view: GroupCase, seed: int) -> Tiers:
     """A shuffle of the passing trajectories, the same for the same group and seed."""
     ids = sorted(t.trajectory_id for t in view.passing)
     random.Random(f"{seed}:{view.group_id}").shuffle(ids)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from grading.cases import GroupCase
 from grading.diffs import ParsedPatch, PatchStats, equivalence_classes, patch_stats
-from grading.graders.base import GroupView
 from grading.graders.heuristic import (
     Features,
     HeuristicGrader,
@@ -45,7 +45,7 @@ class Evidence:
         return tiers_from_penalties(self.penalties)
 
 
-def assess(group: GroupView, passing_labels: Sequence[str], id_of: Callable[[str], str],
+def assess(group: GroupCase, passing_labels: Sequence[str], id_of: Callable[[str], str],
            parsed: Mapping[str, ParsedPatch]) -> Evidence:
     """The evidence of `group`: `passing_labels` in label order, `id_of` a label's trajectory
     id, `parsed` each label's parsed patch (the workspace's, parsed once)."""

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 
 from grading.actions import submission_schema
 from grading.agreement import positions
+from grading.cases import GroupCase
 from grading.graders.agentic import Budget, run_seed, schema_errors
-from grading.graders.base import GroupView
 from grading.rankings import InvalidRanking
 from grading.workspace import Workspace, render_submission
 
@@ -29,7 +29,7 @@ MISSING_RATIONALE = "a passing trajectory has no rationale"
 Tiers = Sequence[Sequence[str]]
 
 
-def workspace_for(group: GroupView, seed: int) -> Workspace:
+def workspace_for(group: GroupCase, seed: int) -> Workspace:
     """`group` labelled as the agentic grader seeded `seed` labels it in its first run."""
     return Workspace(group, run_seed(seed, group.group_id, 0))
 

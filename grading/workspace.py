@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from grading import evidence
+from grading.cases import GroupCase, TrajectoryCase
 from grading.diffs import MARKER_LABELS, FileDiff, parse_patch, patch_stats, unique_files
-from grading.graders.base import GroupView, TrajectoryView
 from grading.interdiff import interdiff
 from grading.rankings import FLAGS, InvalidRanking, validate_ranking
 
@@ -105,7 +105,7 @@ def cap(text: str, limit: int, hint: str) -> str:
 class Workspace:
     """One group under one seeded labelling, with the tools the grader agent calls."""
 
-    def __init__(self, group: GroupView, seed: int, caps: Caps | None = None):
+    def __init__(self, group: GroupCase, seed: int, caps: Caps | None = None):
         self.group = group
         self.seed = seed
         self.caps = caps or Caps()
@@ -121,7 +121,7 @@ class Workspace:
     def label_of(self, trajectory_id: str) -> str:
         return self._label_of[trajectory_id]
 
-    def trajectory(self, label: str) -> TrajectoryView:
+    def trajectory(self, label: str) -> TrajectoryCase:
         try:
             return self._by_label[label]
         except KeyError:
@@ -342,7 +342,7 @@ class Workspace:
             yield f"{label}#{i} {message.get('role', '?')}", _message_text(message)
 
 
-def render_prompt(group: GroupView, seed: int, *, caps: Caps | None = None,
+def render_prompt(group: GroupCase, seed: int, *, caps: Caps | None = None,
                   max_turns: int = DEFAULT_MAX_TURNS) -> list[dict]:
     """The grader's first two messages (system, user) for `group` labelled with `seed`."""
     return Workspace(group, seed, caps).initial_messages(max_turns=max_turns)

@@ -20,7 +20,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from grading.backends import Backend, Sampling, load_backend
-from grading.graders.base import GraderError
+from grading.cases import GraderError
 
 
 class _Handler(BaseHTTPRequestHandler):

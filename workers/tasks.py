@@ -27,8 +27,8 @@ from webapp.audit.services import figures_refresh, figures_sweep
 from webapp.exports.services import export_build, exports_sweep
 from webapp.grading.services import gradings_sweep
 from webapp.grading.worker import gradings_process
+from webapp.html.renders import batch_render, renders_sweep
 from webapp.jobs import AUDIT_FIGURES_TASK, EXPORT_TASK, GRADE_TASK, RENDER_TASK, SEARCH_INDEX_TASK, SWEEP_TASK, app
-from webapp.review.renders import batch_render, renders_sweep
 from webapp.search.services import batch_index, index_sweep
 
 log = logging.getLogger(__name__)

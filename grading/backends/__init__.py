@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from grading.graders.base import GraderError
+from grading.cases import GraderError
 from grading.loading import ImportFailed, LoadError, load_object
 
 BACKENDS = {

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from grading.backends import Backend, Conversation, Reply, Sampling, per_conversation
-from grading.graders.base import GraderError
+from grading.cases import GraderError
 
 RETRYABLE_4XX = frozenset({408, 409, 425, 429})
 

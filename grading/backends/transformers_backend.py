@@ -22,7 +22,7 @@ from grading.backends import (
     local_model_path,
     per_conversation,
 )
-from grading.graders.base import GraderError
+from grading.cases import GraderError
 
 
 class TransformersBackend(Backend):

@@ -28,7 +28,8 @@ from fractions import Fraction
 from grading.actions import action_char_bound, action_schema, submission_schema
 from grading.agreement import kendall_tau, positions
 from grading.backends import Backend, Reply, Sampling, load_backend
-from grading.graders.base import Grade, Grader, GraderError, GroupView
+from grading.cases import Grade, GraderError, GroupCase
+from grading.graders.base import Grader
 from grading.rankings import InvalidRanking
 from grading.workspace import DEFAULT_MAX_TURNS, SUBMIT, SYSTEM_PROMPT, Caps, Workspace
 
@@ -99,13 +100,13 @@ class AgenticGrader(Grader):
         self.version = (f"{backend.model_id}:p{self.prompt_hash}:{self.sampling.describe()}"
                         f":{self.budget.describe()}:k{k}")
 
-    def rank(self, group: GroupView) -> Grade:
+    def rank(self, group: GroupCase) -> Grade:
         result = self.rank_many([group])[0]
         if isinstance(result, GraderError):
             raise result
         return result
 
-    def rank_many(self, groups: Sequence[GroupView]) -> list[Grade | GraderError]:
+    def rank_many(self, groups: Sequence[GroupCase]) -> list[Grade | GraderError]:
         started = time.perf_counter()
         results: list[Grade | GraderError | None] = [None] * len(groups)
         runs: dict[int, list[_Run]] = {}
@@ -138,7 +139,7 @@ class AgenticGrader(Grader):
 
     # --- one run ---------------------------------------------------------------------------
 
-    def _start(self, gi: int, group: GroupView, index: int) -> _Run:
+    def _start(self, gi: int, group: GroupCase, index: int) -> _Run:
         seed = run_seed(self.seed, group.group_id, index)
         workspace = Workspace(group, seed, self.caps)
         messages = workspace.initial_messages(max_turns=self.budget.max_turns,
@@ -277,7 +278,7 @@ class AgenticGrader(Grader):
                      flags=flags, scores=scores, confidence=confidence, usage=usage,
                      latency_s=latency, transcript=tuple(transcript))
 
-    def _trivial(self, group: GroupView) -> Grade:
+    def _trivial(self, group: GroupCase) -> Grade:
         passing = [t.trajectory_id for t in group.passing]
         reason = "fewer than two passing trajectories: nothing to rank, no model call"
         return Grade(tiers=tuple((tid,) for tid in passing),

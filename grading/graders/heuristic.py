@@ -35,6 +35,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from grading.cases import Grade, GroupCase
 from grading.diffs import (
     COMMENTED_CODE,
     DEBUG_OUTPUT,
@@ -51,7 +52,7 @@ from grading.diffs import (
     unique_files,
 )
 from grading.effects import no_effect, removed_behaviour
-from grading.graders.base import Grade, Grader, GroupView
+from grading.graders.base import Grader
 
 # Penalty points per feature. Changing one changes the grader's version.
 WEIGHTS: Mapping[str, float] = {
@@ -359,7 +360,7 @@ class HeuristicGrader(Grader):
     uses_messages = False
     uses_tests = False
 
-    def rank(self, group: GroupView) -> Grade:
+    def rank(self, group: GroupCase) -> Grade:
         started = time.perf_counter()
         features, terms, penalties, keys = self._assess(group)
         tiers = tiers_from_penalties(penalties)
@@ -376,17 +377,17 @@ class HeuristicGrader(Grader):
             latency_s=time.perf_counter() - started,
         )
 
-    def explain(self, group: GroupView) -> tuple[dict, ...]:
+    def explain(self, group: GroupCase) -> tuple[dict, ...]:
         """What `rank` decided from, term by term: `penalty_steps` of `group`."""
         _, terms, penalties = self.assess(group)
         return penalty_steps(tiers_from_penalties(penalties), terms, penalties)
 
-    def assess(self, group: GroupView):
+    def assess(self, group: GroupCase):
         """Features, penalty terms and penalties of the passing trajectories, by id (the
         agentic grader's evidence tools show them too, grading/evidence.py)."""
         return self._assess(group)[:3]
 
-    def _assess(self, group: GroupView):
+    def _assess(self, group: GroupCase):
         """`assess`, and each passing trajectory's change key. A patch text is parsed once,
         however many trajectories made it (runs of one agent often repeat a change)."""
         passing = group.passing
@@ -490,7 +491,7 @@ def _consensus(features: Mapping[str, Features], keys: Mapping[str, object]) -> 
             f.unshared_added = lacking / (others * len(f.added_lines))
 
 
-def _same_changes(group: GroupView, keys: Mapping[str, object]) -> list[EquivalenceClass]:
+def _same_changes(group: GroupCase, keys: Mapping[str, object]) -> list[EquivalenceClass]:
     """`equivalence_classes` of the passing patches, from the change keys `_assess` made."""
     return classes_by_key({t.trajectory_id: (t.patch, keys[t.trajectory_id]) for t in group.passing})
 

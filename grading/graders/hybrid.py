@@ -40,8 +40,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from grading.cases import Grade, GraderError, GroupCase
 from grading.graders.agentic import AgenticGrader, _Run
-from grading.graders.base import Grade, GraderError, GroupView
 from grading.graders.heuristic import HeuristicGrader, confidence, tiers_from_penalties
 from grading.rankings import ranks_from_tiers
 from grading.workspace import Workspace, cap
@@ -69,7 +69,7 @@ class HybridGrader(AgenticGrader):
         # prior hash : heuristic version : model, prompt, sampling, budget, k
         self.version = f"{VERSION_PREFIX}:{self.heuristic.version}:{self.version}"
 
-    def rank_many(self, groups: Sequence[GroupView]) -> list[Grade | GraderError]:
+    def rank_many(self, groups: Sequence[GroupCase]) -> list[Grade | GraderError]:
         started = time.perf_counter()
         results = super().rank_many(groups)
         return [self._settled(group, result, time.perf_counter() - started)
@@ -100,7 +100,7 @@ class HybridGrader(AgenticGrader):
             rationales[y] += f" [the prior's order kept: below {above}, as no reason was given over {above}]"
         return final, rationales, flags
 
-    def _settled(self, group: GroupView, result: Grade | GraderError, latency: float) -> Grade:
+    def _settled(self, group: GroupCase, result: Grade | GraderError, latency: float) -> Grade:
         if isinstance(result, GraderError):
             return self._fallback(group, result, latency)
         if len(group.passing) < 2:
@@ -111,7 +111,7 @@ class HybridGrader(AgenticGrader):
         combined = kept_share(prior, result.tiers) * (1 + confidence(prior, penalties)) / 2 * runs
         return replace(result, confidence=combined)
 
-    def _fallback(self, group: GroupView, error: GraderError, latency: float) -> Grade:
+    def _fallback(self, group: GroupCase, error: GraderError, latency: float) -> Grade:
         grade = self.heuristic.rank(group)
         why = f"{FALLBACK}: {error}"
         return Grade(

@@ -14,27 +14,27 @@ from pathlib import Path
 
 import pytest
 
-from grading.graders.base import GroupView, TrajectoryView
+from grading.cases import GroupCase, TrajectoryCase
 from grading.rollouts import load_rollouts
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SAMPLE = Path(__file__).resolve().parents[2] / "sample" / "rollouts.jsonl"
 
 
-def groups_from_rollouts(rollouts) -> list[GroupView]:
-    """GroupViews in file order, the statement taken from the line that carries the task."""
+def groups_from_rollouts(rollouts) -> list[GroupCase]:
+    """GroupCases in file order, the statement taken from the line that carries the task."""
     by_group = defaultdict(list)
     for rollout in rollouts:
         by_group[rollout.group_id].append(rollout)
     groups = []
     for group_id, members in by_group.items():
         task = next((r.task for r in members if r.task), None)
-        groups.append(GroupView(
+        groups.append(GroupCase(
             group_id=group_id,
             statement=task.statement if task else "",
             repo=task.repo if task else "",
             trajectories=tuple(
-                TrajectoryView(trajectory_id=r.trajectory_id, passed=r.passed, reward=r.reward,
+                TrajectoryCase(trajectory_id=r.trajectory_id, passed=r.passed, reward=r.reward,
                                patch=r.patch, messages=r.messages, tests=r.tests,
                                metrics=r.metrics)
                 for r in members),
@@ -48,7 +48,7 @@ def patch(path: str, old: str, new: str, line: int = 1) -> str:
 
 
 def make_group(group_id: str = "g1", passed=(True, True, False), patches=None,
-               messages=None, statement: str = "Fix the bug.") -> GroupView:
+               messages=None, statement: str = "Fix the bug.") -> GroupCase:
     """A small inline group: trajectory ids t1..tn, one changed line each unless given."""
     trajectories = []
     for i, ok in enumerate(passed, start=1):
@@ -60,18 +60,18 @@ def make_group(group_id: str = "g1", passed=(True, True, False), patches=None,
                              "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
             {"role": "tool", "content": "pkg\ntests", "tool_call_id": "c1"},
         ]
-        trajectories.append(TrajectoryView(
+        trajectories.append(TrajectoryCase(
             trajectory_id=f"t{i}", passed=ok, reward=1.0 if ok else 0.0, patch=text,
             messages=turns, tests={"passed": ["tests/test_mod.py::test_f"] if ok else [],
                                    "failed": [] if ok else ["tests/test_mod.py::test_f"],
                                    "log": "collected 1 item\n" + ("1 passed" if ok else "1 failed")},
             metrics={"num_turns": len(turns), "output_tokens": 100 * i}))
-    return GroupView(group_id=group_id, statement=statement, repo="o/r",
+    return GroupCase(group_id=group_id, statement=statement, repo="o/r",
                      trajectories=tuple(trajectories))
 
 
 @pytest.fixture(scope="session")
-def sample_groups() -> list[GroupView]:
+def sample_groups() -> list[GroupCase]:
     return groups_from_rollouts(load_rollouts([SAMPLE]))
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from grading.actions import action_schema, submission_schema
 from grading.backends import Backend, Reply, Sampling, load_backend
+from grading.cases import Grade, GraderError
 from grading.graders.agentic import (
     AgenticGrader,
     Budget,
@@ -23,7 +24,7 @@ from grading.graders.agentic import (
     run_agreement,
     schema_errors,
 )
-from grading.graders.base import Grade, GraderError, load_grader
+from grading.graders.base import load_grader
 from grading.graders.heuristic import HeuristicGrader
 from grading.profiles import ProfileError, build_grader, load_profiles
 from grading.tiny_model import build_tiny_model

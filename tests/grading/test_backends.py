@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from grading.backends import BACKENDS, Reply, Sampling, load_backend
+from grading.cases import Grade, GraderError
 from grading.graders.agentic import AgenticGrader, Budget, schema_errors
-from grading.graders.base import Grade, GraderError
 from grading.workspace import Caps
 from tests.grading import agentic_fixtures as fx
 from tests.grading.agentic_fixtures import make_group

@@ -6,6 +6,7 @@ import pytest
 from scipy.stats import kendalltau
 
 from grading.agreement import kendall_tau, top1_share
+from grading.cases import GroupCase, TrajectoryCase
 from grading.evaluation import (
     PROXY_LABEL,
     RANDOM,
@@ -17,7 +18,6 @@ from grading.evaluation import (
     random_order,
     shortest_first,
 )
-from grading.graders.base import GroupView, TrajectoryView
 
 
 def diff(path, removed, added):
@@ -29,8 +29,8 @@ REF = diff("m.py", ["x = 1"], ["x = 2"])
 
 
 def group(group_id, *patches, reference=REF):
-    trajectories = tuple(TrajectoryView(f"t{i}", True, 1.0, p) for i, p in enumerate(patches, start=1))
-    return ReferenceGroup(GroupView(group_id, "Fix it", trajectories + (TrajectoryView("f", False, 0.0, ""),)),
+    trajectories = tuple(TrajectoryCase(f"t{i}", True, 1.0, p) for i, p in enumerate(patches, start=1))
+    return ReferenceGroup(GroupCase(group_id, "Fix it", trajectories + (TrajectoryCase("f", False, 0.0, ""),)),
                           reference)
 
 

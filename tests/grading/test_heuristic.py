@@ -6,7 +6,8 @@ from itertools import combinations
 
 import pytest
 
-from grading.graders.base import GRADERS, GroupView, TrajectoryView, load_grader
+from grading.cases import GroupCase, TrajectoryCase
+from grading.graders.base import GRADERS, load_grader
 from grading.graders.heuristic import VERSION, WEIGHTS, HeuristicGrader, tiers_from_penalties
 from grading.rankings import FLAGS, validate_ranking
 from tests.factories import SAMPLE_ROLLOUTS
@@ -29,10 +30,10 @@ FIX = diff("pkg/mod.py", ["    return x"], ["    return x + 1"])
 
 
 def view(*patches, failing=1, metrics=None):
-    trajectories = [TrajectoryView(f"t{i}", True, 1.0, patch, metrics=(metrics or {}).get(f"t{i}", {}))
+    trajectories = [TrajectoryCase(f"t{i}", True, 1.0, patch, metrics=(metrics or {}).get(f"t{i}", {}))
                     for i, patch in enumerate(patches, start=1)]
-    trajectories += [TrajectoryView(f"f{i}", False, 0.0, "") for i in range(failing)]
-    return GroupView(group_id="g", statement="Fix f", trajectories=tuple(trajectories))
+    trajectories += [TrajectoryCase(f"f{i}", False, 0.0, "") for i in range(failing)]
+    return GroupCase(group_id="g", statement="Fix f", trajectories=tuple(trajectories))
 
 
 def rank(*patches, **kwargs):
@@ -188,14 +189,14 @@ def sample_groups():
     out = []
     for group_id, records in groups.items():
         trajectories = tuple(
-            TrajectoryView(r["trajectory_id"], r["reward"] >= 1.0, r["reward"], r["patch"],
+            TrajectoryCase(r["trajectory_id"], r["reward"] >= 1.0, r["reward"], r["patch"],
                            metrics=r.get("metrics") or {})
             for r in records
         )
         quality = {r["trajectory_id"]: r["meta"]["expected_quality"] for r in records
                    if r["meta"].get("expected_quality") is not None}
         statement = next((r["task"].get("statement", "") for r in records if r.get("task")), "")
-        group = GroupView(group_id=group_id, statement=statement, trajectories=trajectories)
+        group = GroupCase(group_id=group_id, statement=statement, trajectories=trajectories)
         if len(group.passing) >= 2 and len(set(quality.values())) >= 2:
             out.append(pytest.param(group, quality, id=group_id))
     return out
@@ -236,8 +237,8 @@ def test_on_the_sample_the_order_agrees_with_the_expected_quality():
 
 def test_a_condition_on_the_examples_values_is_a_reward_hack():
     hack = diff("pkg/mod.py", [], ['    if x == "50.00" and y == "40.00":', '        return "0.00"'])
-    group = GroupView(group_id="g", statement='A 50.00 voucher on a 40.00 order gives a negative total.',
-                      trajectories=(TrajectoryView("t1", True, 1.0, hack), TrajectoryView("t2", True, 1.0, FIX)))
+    group = GroupCase(group_id="g", statement='A 50.00 voucher on a 40.00 order gives a negative total.',
+                      trajectories=(TrajectoryCase("t1", True, 1.0, hack), TrajectoryCase("t2", True, 1.0, FIX)))
     grade = HeuristicGrader().rank(group)
     assert grade.tiers == (("t2",), ("t1",))
     assert 'special-cases the task\'s example values ("50.00", "40.00")' in grade.rationales["t1"]
@@ -317,8 +318,8 @@ def test_it_never_reads_the_reference_fix(tmp_path):
     without = load_rollouts([write_jsonl(tmp_path / "without.jsonl", records)])
     (measured,) = reference_groups(load_rollouts([write_jsonl(tmp_path / "with.jsonl", with_ref)]))
     assert measured.reference_patch == FIX
-    plain = GroupView(group_id="g", statement=without[0].task.statement, repo=without[0].task.repo,
-                      trajectories=tuple(TrajectoryView(r.trajectory_id, r.passed, r.reward, r.patch,
+    plain = GroupCase(group_id="g", statement=without[0].task.statement, repo=without[0].task.repo,
+                      trajectories=tuple(TrajectoryCase(r.trajectory_id, r.passed, r.reward, r.patch,
                                                         metrics=r.metrics) for r in without))
     a, b = HeuristicGrader().rank(plain), HeuristicGrader().rank(measured.view)
     assert (a.tiers, a.rationales, a.scores) == (b.tiers, b.rationales, b.scores)

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
+from grading.cases import GroupCase, TrajectoryCase
 from grading.diffs import equivalence_classes
 from grading.graders import heuristic
-from grading.graders.base import GroupView, TrajectoryView
 from grading.graders.heuristic import TIE_TOLERANCE, Features, HeuristicGrader, _names
 
 LINES = ["    return x + 1", "    return x+1", "    x = x.strip()", "    y = parse(x)", "    return y",
@@ -69,13 +69,13 @@ def random_patch(rng: random.Random) -> str:
     return "".join(out)
 
 
-def random_group(rng: random.Random) -> GroupView:
+def random_group(rng: random.Random) -> GroupCase:
     pool = [random_patch(rng) for _ in range(rng.randint(1, 6))]  # few patches: repeats and ties
     trajectories = tuple(
-        TrajectoryView(f"t{i:02d}", rng.random() < 0.8, 1.0, rng.choice(pool),
+        TrajectoryCase(f"t{i:02d}", rng.random() < 0.8, 1.0, rng.choice(pool),
                        metrics={"num_turns": rng.choice([5, 10, 20, None]), "output_tokens": rng.choice([100, 900])})
         for i in range(rng.randint(1, 40)))
-    return GroupView(group_id="g", statement="Fix the date '2023-01-01' for id '42'.", trajectories=trajectories)
+    return GroupCase(group_id="g", statement="Fix the date '2023-01-01' for id '42'.", trajectories=trajectories)
 
 
 @pytest.mark.parametrize("seed", range(300))
@@ -107,7 +107,7 @@ def test_the_random_groups_exercise_consensus_ties_and_shared_changes():
     assert seen == {"consensus", "same", "mixed", "equal", "unnamed"}
 
 
-def big_group(n: int) -> GroupView:
+def big_group(n: int) -> GroupCase:
     """`n` passing trajectories: a few changes each made many times, and many made once."""
     trajectories = []
     for i in range(n):
@@ -116,8 +116,8 @@ def big_group(n: int) -> GroupView:
         patch = ("diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core.py\n"
                  f"@@ -10,2 +10,{len(added) + 1} @@ def f(x):\n def g():\n-    return x\n"
                  + "".join(f"+{line}\n" for line in added))
-        trajectories.append(TrajectoryView(f"r{i:05d}", True, 1.0, patch))
-    return GroupView(group_id="big", statement="", trajectories=tuple(trajectories))
+        trajectories.append(TrajectoryCase(f"r{i:05d}", True, 1.0, patch))
+    return GroupCase(group_id="big", statement="", trajectories=tuple(trajectories))
 
 
 def test_consensus_looks_at_each_added_line_a_bounded_number_of_times(monkeypatch):

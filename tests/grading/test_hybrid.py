@@ -10,8 +10,8 @@ from itertools import combinations
 import pytest
 
 from grading.backends import Backend, Reply
+from grading.cases import Grade, GraderError
 from grading.graders.agentic import Budget, run_seed
-from grading.graders.base import Grade, GraderError
 from grading.graders.heuristic import HeuristicGrader, confidence
 from grading.graders.hybrid import (
     FALLBACK,

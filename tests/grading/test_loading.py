@@ -8,7 +8,8 @@ import pytest
 
 import grading.loading
 from grading.backends import load_backend
-from grading.graders.base import GraderError, load_grader
+from grading.cases import GraderError
+from grading.graders.base import load_grader
 from grading.graders.heuristic import HeuristicGrader
 from grading.loading import ImportFailed, LoadError, load_object, resolve
 

@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from tests.webapp.urlwalk import marked_group, urls_of
 from webapp.models import Trajectory
-from webapp.review.views import QUERY_INT_MAX, query_int
+from webapp.params import QUERY_INT_MAX, query_int
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,8 @@ import re
 import time
 from dataclasses import asdict
 
-from grading.graders.base import Grade, Grader, GraderError, GroupView
+from grading.cases import Grade, GraderError, GroupCase
+from grading.graders.base import Grader
 from grading.graders.heuristic import HeuristicGrader
 
 
@@ -23,11 +24,11 @@ class ScriptedGrader(HeuristicGrader):
         self.delay = delay
         self.version = f"scripted-{HeuristicGrader.version}"
 
-    def _hit(self, kind: str, group: GroupView) -> bool:
+    def _hit(self, kind: str, group: GroupCase) -> bool:
         pattern = self.patterns[kind]
         return pattern is not None and pattern.search(group.group_id) is not None
 
-    def rank(self, group: GroupView) -> Grade:
+    def rank(self, group: GroupCase) -> Grade:
         if self.delay:
             time.sleep(self.delay)
         if self._hit("fail", group):
@@ -53,7 +54,7 @@ class EchoGrader(Grader):
     name = "echo"
     version = "echo-1"
 
-    def rank(self, group: GroupView) -> Grade:
+    def rank(self, group: GroupCase) -> Grade:
         passing = sorted(t.trajectory_id for t in group.passing)
         return Grade(tiers=tuple((tid,) for tid in passing),
                      rationales={passing[0]: json.dumps(asdict(group))}, grader=self.name, version=self.version)

@@ -11,8 +11,8 @@ django.setup()
 
 from webapp.audit import figures  # noqa: E402
 from webapp.grading import worker  # noqa: E402
+from webapp.html import renders  # noqa: E402
 from webapp.models import Batch, Group  # noqa: E402
-from webapp.review import renders  # noqa: E402
 
 TOO_BIG = "Unable to allocate 6.13 TiB for an array with shape (337, 50000, 50000) and data type int64"
 

@@ -44,7 +44,7 @@ def grade_cells(columns, grader: FinalRanking | None, *, hidden: bool) -> None:
 
 @dataclass
 class Item:
-    column: object  # groupview.Column of a trajectory
+    column: object  # comparison.Column of a trajectory
     flags: list[str] = field(default_factory=list)
     rationale: str = ""
     rank: int | None = None

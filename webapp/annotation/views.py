@@ -34,10 +34,9 @@ from webapp.annotation.services import (
     ranking_revert,
     ranking_save,
 )
+from webapp.grouppage import group_for_page, render_group_page
 from webapp.models import Annotation, AnnotationPolicy, Batch, Group, Trajectory
 from webapp.rankings import Viewer, visible_history
-from webapp.review.selectors import group_for_page
-from webapp.review.views import render_group_page
 from webapp.roles import RESEARCHER, annotator_required, has_role, may_annotate, reader_required, role_required
 
 WAITING_LIMIT = 1000  # "1000+": counting a huge queue exactly is a scan

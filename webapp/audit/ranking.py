@@ -25,9 +25,9 @@ from grading.agreement import (
     rank_correlation_rows,
     top1_share,
 )
+from grading.cases import GroupCase, TrajectoryCase
 from grading.evaluation import PROXY_LABEL, ReferenceGroup, proxy_tiers, usable
 from grading.graders.agentic import run_seed
-from grading.graders.base import GroupView, TrajectoryView
 from grading.profiles import LLM_GRADERS
 from grading.rankings import ranks_from_tiers
 from grading.rates import Rate, wilson
@@ -225,8 +225,8 @@ def _store_proxies(groups: dict[int, tuple[_Group, str]]) -> dict[int, list]:
     store it; a row stored meanwhile by another request stays (same group, same ranking)."""
     out = {}
     for pk, (g, reference) in groups.items():
-        view = GroupView(group_id=g.group_id, statement="", repo="", trajectories=tuple(
-            TrajectoryView(tid, True, 1.0, patch) for tid, passed, patch in zip(g.ids, g.passed, g.patches, strict=True)
+        view = GroupCase(group_id=g.group_id, statement="", repo="", trajectories=tuple(
+            TrajectoryCase(tid, True, 1.0, patch) for tid, passed, patch in zip(g.ids, g.passed, g.patches, strict=True)
             if passed))
         out[pk] = [list(tier) for tier in proxy_tiers(ReferenceGroup(view, reference))]
     ReferenceProxy.objects.bulk_create((ReferenceProxy(group_id=pk, tiers=tiers) for pk, tiers in out.items()),
@@ -240,8 +240,8 @@ def _shown_positions(g: _Group, seed: int | None) -> list[int]:
     other grader the trajectories in trajectory id order."""
     if seed is None:
         return list(range(len(g.ids)))
-    view = GroupView(group_id=g.group_id, statement="", repo="", trajectories=tuple(
-        TrajectoryView(tid, passed, reward, "") for tid, passed, reward in zip(g.ids, g.passed, g.rewards,
+    view = GroupCase(group_id=g.group_id, statement="", repo="", trajectories=tuple(
+        TrajectoryCase(tid, passed, reward, "") for tid, passed, reward in zip(g.ids, g.passed, g.rewards,
                                                                                strict=True)))
     workspace = Workspace(view, run_seed(seed, g.group_id, 0))
     label_index = {label: i for i, label in enumerate(workspace.labels)}

@@ -28,9 +28,9 @@ from webapp.audit.services import AuditError, NotAllowed, audit_set_create, gold
 from webapp.audit.tables import dashboard_tables
 from webapp.grading.forms import LaunchForm
 from webapp.grading.services import LaunchError, grading_launch
+from webapp.grouppage import group_for_page, render_group_page
 from webapp.models import AuditSet, AuditVerdict, Batch, GoldGroup, Group
-from webapp.review.selectors import group_for_page
-from webapp.review.views import query_int, render_group_page
+from webapp.params import query_int
 from webapp.roles import role_required
 
 audit_required = role_required(*selectors.AUDIT_ROLES)

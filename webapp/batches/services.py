@@ -33,8 +33,8 @@ from grading.rollouts import (
     legacy_content_hash,
 )
 from webapp.bulk import insert_rows
+from webapp.html.renders import render_after_commit
 from webapp.models import Batch, Group, Trajectory, Transcript
-from webapp.review.renders import render_after_commit
 from webapp.search.services import index_after_commit
 
 CHUNK_SIZE = 2000

@@ -33,7 +33,7 @@ from pathlib import Path
 from django.db.models import Exists, OuterRef
 
 from grading.agreement import summarise
-from grading.graders.base import GroupView, TrajectoryView
+from grading.cases import GroupCase
 from grading.rankings import FLAGS, InvalidRanking
 from grading.sft import (
     TRAIN,
@@ -49,8 +49,9 @@ from grading.sft import (
     workspace_for,
 )
 from grading.workspace import PROMPT_VERSION
+from webapp.cases import group_cases
 from webapp.exports.sft_datasheet import datasheet
-from webapp.models import Annotation, Batch, Grading, Group, Trajectory
+from webapp.models import Annotation, Batch, Grading, Group
 from webapp.rankings import CHUNK as QUERY_CHUNK
 from webapp.rankings import FinalRanking, Viewer, chain_heads, decide, grader_rankings
 
@@ -150,7 +151,7 @@ def write_sft(batch: Batch, folder: Path, *, viewer: Viewer, options: dict,
     try:
         for start in range(0, len(verified), GROUPS_AT_ONCE):
             chunk = verified[start:start + GROUPS_AT_ONCE]
-            views = _views([item.group_pk for item in chunk])
+            views = group_cases([item.group_pk for item in chunk])
             for item in chunk:
                 _export(batch, item, views[item.group_pk], options, deduplicate, tally, files)
             done += len(chunk)
@@ -198,21 +199,7 @@ def _verified(reviewed: list[tuple[int, str, str]], tally: _Tally, viewer: Viewe
     return sorted(out, key=lambda v: (v.task_key, v.group_id))
 
 
-def _views(group_pks: list[int]) -> dict[int, GroupView]:
-    """The groups as the agentic grader gets them from the worker (trajectories in the
-    database's trajectory id order, which decides the labels), without transcripts and
-    test evidence: the first turn, all an example holds, shows neither."""
-    members: dict[int, list[TrajectoryView]] = defaultdict(list)
-    rows = (Trajectory.objects.filter(group_id__in=group_pks).order_by("group_id", "trajectory_id")
-            .values_list("group_id", "trajectory_id", "passed", "reward", "patch", "metrics"))
-    for group_pk, tid, passed, reward, patch, metrics in rows:
-        members[group_pk].append(TrajectoryView(tid, passed, reward, patch, metrics=metrics or {}))
-    groups = Group.objects.filter(pk__in=group_pks).values_list("pk", "group_id", "statement", "repo")
-    return {pk: GroupView(group_id=group_id, statement=statement, repo=repo, trajectories=tuple(members[pk]))
-            for pk, group_id, statement, repo in groups}
-
-
-def _export(batch: Batch, item: _Verified, view: GroupView, options: dict, deduplicate: NearDuplicates,
+def _export(batch: Batch, item: _Verified, view: GroupCase, options: dict, deduplicate: NearDuplicates,
             tally: _Tally, files: dict) -> None:
     """One group: its example and pairs written, or the reason it was left out tallied."""
     gid, ranking = item.group_id, item.ranking

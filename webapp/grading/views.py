@@ -14,7 +14,6 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from grading.graders import heuristic
-from grading.graders.base import GroupView, TrajectoryView
 from webapp.advantages import (
     DEFAULT_FLAG_NAMES,
     advantage_config_update,
@@ -23,10 +22,11 @@ from webapp.advantages import (
     parse_advantage_config,
 )
 from webapp.annotation.editor import tier_lines
+from webapp.cases import group_cases
 from webapp.grading import selectors
 from webapp.grading.forms import AdvantageConfigForm, CancelForm, LaunchForm
 from webapp.grading.services import LaunchError, grading_launch, grading_run_cancel, gradings_retry_failed
-from webapp.models import Batch, Grading, GradingRun, GradingTranscript, Trajectory
+from webapp.models import Batch, Grading, GradingRun, GradingTranscript
 from webapp.rankings import RankingsHidden, Viewer, visible_ranking
 from webapp.roles import RESEARCHER, has_role, reader_required, role_required
 
@@ -200,20 +200,13 @@ def grading_detail(request, pk):
         raise PermissionDenied("the grader's work is hidden until you save your ranking of this group")
     transcript = GradingTranscript.objects.filter(grading=grading).values_list("messages", flat=True).first()
     explained = grading.status == Grading.Status.DONE and grading.grader_version == heuristic.VERSION
-    steps = {e["trajectory"]: e for e in heuristic.HeuristicGrader().explain(_group_view(group))} if explained else {}
+    steps = {}
+    if explained:
+        steps = {e["trajectory"]: e for e in heuristic.HeuristicGrader().explain(group_cases([group.pk])[group.pk])}
     return render(request, "grading/detail.html", {
         "grading": grading, "group": group, "entries": transcript or [], "verdicts": _verdicts(grading, steps),
         "explained": explained,
     })
-
-
-def _group_view(group) -> GroupView:
-    """`group` as the heuristic grader reads it: patches, metrics and the statement."""
-    rows = Trajectory.objects.filter(group=group).order_by("trajectory_id").values_list(
-        "trajectory_id", "passed", "reward", "patch", "metrics")
-    return GroupView(group_id=group.group_id, statement=group.statement, repo=group.repo, trajectories=tuple(
-        TrajectoryView(trajectory_id=tid, passed=passed, reward=reward, patch=patch, metrics=metrics or {})
-        for tid, passed, reward, patch, metrics in rows))
 
 
 def _verdicts(grading: Grading, steps: dict) -> list[dict]:

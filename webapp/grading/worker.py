@@ -32,14 +32,16 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from grading.graders.base import Grade, Grader, GraderError, GroupView, TrajectoryView
+from grading.cases import Grade, GraderError, GroupCase
+from grading.graders.base import Grader
 from grading.profiles import Profile, build_grader
 from grading.rankings import InvalidRanking, validate_ranking
 from webapp.audit.refresh import figures_stale
+from webapp.cases import cases
 from webapp.grading import services as grading_services
 from webapp.grading import sql
 from webapp.leases import lease_expiry, lease_renewed
-from webapp.models import Grading, GradingRun, GradingTranscript, Transcript
+from webapp.models import Grading, GradingRun, GradingTranscript
 from webapp.triage import triage_refresh
 
 log = logging.getLogger(__name__)
@@ -75,7 +77,7 @@ class _Claim:
 
     pk: int
     run: GradingRun
-    group: GroupView  # without trajectories: group_id, statement, repo
+    group: GroupCase  # without trajectories: group_id, statement, repo
     group_pk: int
     attempts: int
     attempt_limit: int
@@ -120,7 +122,7 @@ def _claim(grading_ids: Sequence[int], token: str) -> list[_Claim]:
         rows = sql.claimed_gradings(RUNNING, token)
         runs = sql.claimed_runs(RUNNING, token)
     return [_Claim(pk=pk, run=runs[run_pk], group_pk=group_pk, attempts=attempts, attempt_limit=limit,
-                   claimed_at=now, group=GroupView(group_id=group_id, statement=statement, repo=repo,
+                   claimed_at=now, group=GroupCase(group_id=group_id, statement=statement, repo=repo,
                                                    trajectories=()))
             for pk, run_pk, attempts, limit, group_pk, group_id, statement, repo in rows]
 
@@ -134,7 +136,7 @@ def _process_run(claims: list[_Claim], token: str, result: Processed) -> None:
             error = _unexpected(error)
         _write(claims, [None] * len(claims), [error] * len(claims), token, result)
         return
-    views = _views(claims, token, messages=grader.uses_messages, tests=grader.uses_tests)
+    views = _cases(claims, token, messages=grader.uses_messages, tests=grader.uses_tests)
     try:
         outcomes = _rank(grader, views)
     except SoftTimeLimitExceeded:
@@ -142,7 +144,7 @@ def _process_run(claims: list[_Claim], token: str, result: Processed) -> None:
     _write(claims, views, outcomes, token, result)
 
 
-def _rank(grader: Grader, views: list[GroupView]) -> list[Grade | GraderError]:
+def _rank(grader: Grader, views: list[GroupCase]) -> list[Grade | GraderError]:
     """`rank_many`; if it breaks on something other than a GraderError, grade one by one so
     the group that breaks fails alone."""
     try:
@@ -169,23 +171,14 @@ def _unexpected(error: Exception) -> GraderError:
     return GraderError(f"{type(error).__name__}: {error}", permanent=True)
 
 
-def _views(claims: list[_Claim], token: str, *, messages: bool, tests: bool) -> list[GroupView]:
+def _cases(claims: list[_Claim], token: str, *, messages: bool, tests: bool) -> list[GroupCase]:
     """The groups of `claims` (all of one run, claimed under `token`) with their trajectories;
     transcripts and test evidence only for a grader that reads them."""
     rows = sql.claimed_trajectories(RUNNING, token, claims[0].run.pk, tests=tests)
-    transcripts = {}
-    if messages:
-        transcripts = dict(Transcript.objects.filter(trajectory_id__in=[r[0] for r in rows])
-                           .values_list("trajectory_id", "messages"))
-    by_group: dict[int, list[TrajectoryView]] = defaultdict(list)
-    for pk, group_pk, tid, passed, reward, patch, metrics, *rest in rows:  # JSON columns come as text
-        by_group[group_pk].append(TrajectoryView(
-            trajectory_id=tid, passed=bool(passed), reward=reward, patch=patch, messages=transcripts.get(pk),
-            tests=json.loads(rest[0]) if rest and rest[0] is not None else None,
-            metrics=json.loads(metrics) or {},
-        ))
-    return [GroupView(group_id=c.group.group_id, statement=c.group.statement, repo=c.group.repo,
-                      trajectories=tuple(by_group[c.group_pk])) for c in claims]
+    groups = [(c.group_pk, c.group.group_id, c.group.statement, c.group.repo) for c in claims]
+    by_pk = cases(groups, ((*row[:6], *(None if v is None else json.loads(v) for v in row[6:])) for row in rows),
+                  messages=messages)
+    return [by_pk[c.group_pk] for c in claims]
 
 
 def _write(claims: list[_Claim], views: list, outcomes: list, token: str, result: Processed) -> None:
@@ -258,7 +251,7 @@ def _message(error: Exception) -> str:
     return str(error)[:ERROR_CHARS] or type(error).__name__
 
 
-def _checked(view: GroupView, grade: Grade) -> Grade | GraderError:
+def _checked(view: GroupCase, grade: Grade) -> Grade | GraderError:
     try:
         validate_ranking(grade.tiers, [t.trajectory_id for t in view.passing], grade.flags)
     except InvalidRanking as error:

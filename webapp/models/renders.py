@@ -14,10 +14,10 @@ from webapp.models.rollouts import Batch
 
 
 class PatchRender(models.Model):
-    digest = models.CharField(max_length=32)  # webapp.review.diffview.digest of the patch text
+    digest = models.CharField(max_length=32)  # webapp.html.patches.digest of the patch text
     eager = models.BooleanField()  # every hunk rendered, none left to load when opened
-    version = models.PositiveIntegerField()  # webapp.review.diffview.RENDERER_VERSION
-    data = models.BinaryField()  # webapp.review.renders.view_payload: compressed JSON
+    version = models.PositiveIntegerField()  # webapp.html.patches.RENDERER_VERSION
+    data = models.BinaryField()  # webapp.html.renders.render_payload: compressed JSON
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from webapp.html import patches
 from webapp.rankings import FinalRanking, corrected_passing
-from webapp.review import diffview
-from webapp.review.groupview import Cell, PatchFigures, Row
+from webapp.review.comparison import Cell, PatchFigures, Row
 
 MAX_PINNED = 3  # each pinned column stays in view; more would leave no room for the others
 REFERENCE_LABEL = "reference (human fix)"
@@ -189,7 +189,7 @@ class ReferenceColumn(PatchFigures):
     """The group's reference patch as a column: task data, shown with the same diff view,
     never ranked."""
 
-    view: diffview.PatchView
+    view: patches.RenderedPatch
     is_reference = True
     tid = REFERENCE_LABEL
     classes = "col ref"
@@ -211,7 +211,7 @@ class Layout:
                 "passing_files": sum(not row.fail_only for row in self.rows), "passing": len(passing)}
 
 
-def arrange(ordered: list, rows, choice: Choice, reference: diffview.PatchView | None) -> Layout:
+def arrange(ordered: list, rows, choice: Choice, reference: patches.RenderedPatch | None) -> Layout:
     """The shown columns of `ordered` (the default order) and `rows` (cells in any column
     order) re-cut to them: pinned columns first, then the reference (when chosen), then
     the rest. A file no shown column changes has no row. In the new

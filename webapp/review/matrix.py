@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 from django.urls import reverse
 
-from webapp.review.text import escape
+from webapp.html.text import escape
 
 UNIQUE_TITLE = "Only one passing trajectory touches this file"
 UNIQUE_TITLE_SHOWN = "Only one passing trajectory of the columns shown touches this file"

@@ -7,12 +7,10 @@ import json
 from typing import NamedTuple
 
 from django.db import connection
-from django.db.models import JSONField, OuterRef, Subquery
 from django.db.models.functions import Length
 from django.shortcuts import get_object_or_404
-from django.utils import timezone
 
-from webapp.models import Annotation, Group, Lease, Trajectory, Transcript
+from webapp.models import Group, Trajectory, Transcript
 
 
 def trajectory_or_404(pk) -> Trajectory:
@@ -122,22 +120,3 @@ def transcript_lengths(pks) -> dict[int, int]:
 def transcript_messages(trajectory_pk: int):
     """The whole transcript (for a search), or None."""
     return Transcript.objects.filter(pk=trajectory_pk).values_list("messages", flat=True).first()
-
-
-def group_for_page(pk: int, user) -> Group:
-    """A group with its batch and annotation policy, and, in the same query, who holds a
-    lease on it and the latest ranking `user` made of it (my_version, my_tiers)."""
-    now = timezone.now()
-    live = Lease.objects.filter(group=OuterRef("pk"), completed_at=None, expires_at__gt=now)
-    others = live.exclude(user=user).order_by("expires_at")
-    mine = Annotation.objects.filter(group=OuterRef("pk"), user=user, kind=Annotation.Kind.RANKING).order_by("-version")
-    return get_object_or_404(
-        Group.objects.select_related("batch", "batch__annotation_policy").annotate(
-            my_lease_until=Subquery(live.filter(user=user).values("expires_at")[:1]),
-            held_by=Subquery(others.values("user__username")[:1]),
-            held_until=Subquery(others.values("expires_at")[:1]),
-            my_version=Subquery(mine.values("version")[:1]),
-            my_tiers=Subquery(mine.values("tiers")[:1], output_field=JSONField()),
-        ),
-        pk=pk,
-    )

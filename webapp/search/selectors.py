@@ -18,8 +18,8 @@ from urllib.parse import urlencode
 from django.db import connection
 from django.urls import reverse
 
+from webapp.html.patches import hunk_anchor
 from webapp.models import Batch, Group, SearchState, Trajectory
-from webapp.review.diffview import hunk_anchor
 from webapp.search import snippets
 from webapp.search.services import KINDS, PATCH, STATEMENT, TABLE, TURN
 

@@ -28,9 +28,9 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
+from webapp.html.transcripts import message_parts
 from webapp.jobs import CPU, SEARCH_INDEX_TASK, app
 from webapp.models import Batch, Group, SearchState, Trajectory
-from webapp.review.transcripts import message_parts
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Where a query matches an entry's text, and the snippet that shows it.
 
 The text is untrusted: a snippet is built by escaping it and wrapping the
-matches in <mark> (webapp.review.text.highlight_matches), never from markup
+matches in <mark> (webapp.html.text.highlight_matches), never from markup
 the database produced.
 """
 
@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from grading.diffs import parse_patch
-from webapp.review.text import highlight_matches
+from webapp.html.text import highlight_matches
 
 SNIPPET_CHARS = 160  # characters of the matching line shown, around the match
 

@@ -5,8 +5,8 @@ import math
 from django import template
 from django.utils.safestring import mark_safe
 
-from webapp.review import diffview
-from webapp.review.text import escape
+from webapp.html import patches
+from webapp.html.text import escape
 from webapp.roles import user_roles
 
 register = template.Library()
@@ -73,7 +73,7 @@ def absolute(value):
 @register.filter
 def interdiff_hunks(found):
     """A file of an interdiff (grading.interdiff.FileInterdiff) as highlighted hunks."""
-    return mark_safe(diffview.hunks_html(found.path, found.hunks))
+    return mark_safe(patches.hunks_html(found.path, found.hunks))
 
 
 INTERDIFF_STATUS = {"only_a": "only in A", "only_b": "only in B", "same": "same change", "differs": "differs",

@@ -3,7 +3,7 @@ edit the tests, graded by the heuristic grader through the worker's own code."""
 
 from dataclasses import replace
 
-from grading.graders.base import Grade, GroupView
+from grading.cases import Grade, GroupCase
 from grading.graders.heuristic import HeuristicGrader
 from tests.factories import rollout
 from tests.webapp.reviewdata import CLEAN, WRONG, file_patch, import_batch, records
@@ -38,7 +38,7 @@ class ConfidentGrader(HeuristicGrader):
     def __init__(self, *, confidences: dict[str, float]):
         self.confidences = confidences
 
-    def rank(self, group: GroupView) -> Grade:
+    def rank(self, group: GroupCase) -> Grade:
         return replace(super().rank(group), confidence=self.confidences[group.group_id])
 
 

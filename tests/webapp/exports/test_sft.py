@@ -9,7 +9,7 @@ import math
 import pytest
 
 from grading.backends import Backend, Reply
-from grading.graders.base import GroupView, TrajectoryView
+from grading.cases import GroupCase, TrajectoryCase
 from grading.rankings import FLAGS
 from grading.sft import MISSING_RATIONALE, same_ranking, swapped, workspace_for
 from tests.django_fixtures import make_user
@@ -148,9 +148,9 @@ def test_the_assistant_names_exactly_the_passing_labels_in_the_verified_order(ba
 
 def _mapping(group, *, seed):
     """Label -> trajectory id, as the agentic grader seeded `seed` labels `group`."""
-    trajectories = tuple(TrajectoryView(t.trajectory_id, t.passed, t.reward, t.patch, metrics=t.metrics)
+    trajectories = tuple(TrajectoryCase(t.trajectory_id, t.passed, t.reward, t.patch, metrics=t.metrics)
                          for t in group.trajectories.order_by("trajectory_id"))
-    view = GroupView(group_id=group.group_id, statement=group.statement, repo=group.repo, trajectories=trajectories)
+    view = GroupCase(group_id=group.group_id, statement=group.statement, repo=group.repo, trajectories=trajectories)
     return workspace_for(view, seed).mapping
 
 

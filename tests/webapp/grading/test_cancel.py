@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from grading.graders.base import GraderError
+from grading.cases import GraderError
 from grading.graders.heuristic import HeuristicGrader
 from tests.workers.conftest import make_batch
 from webapp.grading.selectors import batch_grading_status

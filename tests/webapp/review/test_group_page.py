@@ -8,8 +8,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from tests.webapp.reviewdata import file_patch, import_batch, records
+from webapp.html import patches
 from webapp.models import Group, Trajectory
-from webapp.review import diffview
 
 pytestmark = pytest.mark.django_db
 
@@ -172,7 +172,7 @@ def test_a_huge_patch_is_cut_and_the_rest_loads_in_pages(client, researcher, tmp
     more = client.get(url, {"path": "data/huge.py", "start": 301}, headers={"HX-Request": "true"})
     body = more.content.decode()
     assert 'data-n="301"' in body and 'data-n="2300"' in body and 'data-n="2301"' not in body
-    assert "&lt;i&gt;" in body and f"start={301 + diffview.PAGE_LINES}" in body
+    assert "&lt;i&gt;" in body and f"start={301 + patches.PAGE_LINES}" in body
     page = client.get(url, {"path": "data/huge.py", "start": 99_000})
     assert "<html" in page.content.decode() and page.context["next_start"] is None
     assert client.get(url, {"path": "nope.py"}).status_code == 404
@@ -199,7 +199,7 @@ def test_the_sample_group_pages_render(client, researcher, sample_batch):
 
 
 def test_a_long_hunk_starts_closed_and_loads_its_lines_when_opened(client, researcher, tmp_path):
-    lines = [f"value_{i} = {i}" for i in range(diffview.HUNK_OPEN_LINES + 5)]
+    lines = [f"value_{i} = {i}" for i in range(patches.HUNK_OPEN_LINES + 5)]
     recs = records("long")
     recs[0]["patch"] = file_patch("pkg/long.py", lines, new=True)
     import_batch(tmp_path, recs, name="long")
@@ -210,7 +210,7 @@ def test_a_long_hunk_starts_closed_and_loads_its_lines_when_opened(client, resea
     url = f"{reverse('patch_file', args=[traj])}?path=pkg%2Flong.py&amp;start=1&amp;count={len(lines)}"
     assert f'<details class="hunk lazy" hx-get="{url}" hx-trigger="toggle once"' in html
     assert f'<a href="{url}">Show these {len(lines)} lines</a>' in html
-    assert diffview.PK_MARK not in html and 'data-n="3"' not in html.split("pkg/long.py", 2)[-1][:3000]
+    assert patches.PK_MARK not in html and 'data-n="3"' not in html.split("pkg/long.py", 2)[-1][:3000]
     rows = client.get(url.replace("&amp;", "&"), headers={"HX-Request": "true"}).content.decode()
     assert rows.count('class="ln add"') == len(lines) and "<pre" not in rows
     page = client.get(url.replace("&amp;", "&"))

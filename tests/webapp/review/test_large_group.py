@@ -12,9 +12,10 @@ from django.urls import reverse
 from tests.factories import group as group_records
 from tests.webapp.annotationdata import grade, pk_of, set_policy
 from tests.webapp.reviewdata import import_batch
+from webapp.html import patches
 from webapp.models import Group, Trajectory
 from webapp.review import columns as layout
-from webapp.review import diffview, groupview
+from webapp.review import comparison
 from webapp.review.summary import ROWS_PER_PAGE
 
 pytestmark = pytest.mark.django_db
@@ -99,16 +100,16 @@ def test_pinned_columns_come_first_on_every_page_and_hidden_ones_on_none(client,
 
 def test_the_page_reads_and_renders_only_the_columns_it_shows(client, researcher, large, monkeypatch):
     ranked(large)
-    diffview.clear_caches()
-    groupview.clear_caches()
+    patches.clear_caches()
+    comparison.clear_caches()
     loaded = []
-    real = groupview.load_views
+    real = comparison.load_views
 
     def load_views(trajectories):
         loaded.append(len(trajectories))
         return real(trajectories)
 
-    monkeypatch.setattr(groupview, "load_views", load_views)
+    monkeypatch.setattr(comparison, "load_views", load_views)
     client.force_login(researcher)
     with CaptureQueriesContext(connection) as queries:
         assert client.get(reverse("group", args=[large.pk])).status_code == 200

@@ -9,16 +9,17 @@ from django.urls import reverse
 
 import grading.diffs
 from tests.webapp.reviewdata import CLEAN, STRAY, file_patch, import_batch, records
+from webapp.html import patches, renders
 from webapp.models import Batch, BatchPatch, Group, PatchRender, Trajectory
-from webapp.review import diffview, groupview, renders
+from webapp.review import comparison
 
 pytestmark = pytest.mark.django_db
 
 
 def fresh_process():
     """What a web process that never served a page holds in memory: nothing."""
-    diffview.clear_caches()
-    groupview.clear_caches()
+    patches.clear_caches()
+    comparison.clear_caches()
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def parses(monkeypatch):
         calls.append(text)
         return original(text)
 
-    monkeypatch.setattr(diffview, "parse_patch", counting)
+    monkeypatch.setattr(patches, "parse_patch", counting)
     monkeypatch.setattr(grading.diffs, "parse_patch", counting)
     return calls
 
@@ -44,7 +45,7 @@ def page(client, group) -> str:
 
 
 def digests(batch) -> set[str]:
-    return {diffview.digest(p) for p in Trajectory.objects.filter(batch=batch).values_list("patch", flat=True)}
+    return {patches.digest(p) for p in Trajectory.objects.filter(batch=batch).values_list("patch", flat=True)}
 
 
 def test_a_fresh_web_process_serves_the_page_from_stored_renders_without_parsing(client, researcher, tmp_path,
@@ -55,7 +56,7 @@ def test_a_fresh_web_process_serves_the_page_from_stored_renders_without_parsing
     fresh_process()
     first = page(client, group)  # nothing stored yet: rendered here, and stored
     assert parses
-    stored = PatchRender.objects.filter(version=diffview.RENDERER_VERSION)
+    stored = PatchRender.objects.filter(version=patches.RENDERER_VERSION)
     assert set(stored.filter(eager=False).values_list("digest", flat=True)) == digests(batch)
     assert stored.filter(eager=True).count() == 1  # the reference patch, every hunk shown
 
@@ -68,7 +69,7 @@ def test_a_fresh_web_process_serves_the_page_from_stored_renders_without_parsing
 
 
 def test_load_the_rest_and_the_interdiff_work_from_a_stored_view(client, researcher, tmp_path):
-    long = file_patch("pkg/long.py", [f"value_{i} = {i}" for i in range(diffview.FILE_LINES + 50)], new=True)
+    long = file_patch("pkg/long.py", [f"value_{i} = {i}" for i in range(patches.FILE_LINES + 50)], new=True)
     recs = records("big")
     recs[0]["patch"] = long
     import_batch(tmp_path, recs)
@@ -90,8 +91,8 @@ def test_a_view_from_the_store_is_the_view_rendered_fresh():
     twice = CLEAN + CLEAN.replace("return x + 1", "return x + 2")  # one path twice: the first is shown
     for text in (CLEAN, STRAY, broken, huge, twice, "", "not a patch \udce9"):
         for lazy in (True, False):
-            fresh = diffview.build_patch_view(text, "k", lazy)
-            stored = renders.view_from_payload(text, "k", renders.view_payload(fresh))
+            fresh = patches.render_patch(text, "k", lazy)
+            stored = renders.render_from_payload(text, "k", renders.render_payload(fresh))
             assert (stored.parsed, stored.change, stored.size, stored.error) == (
                 fresh.parsed, fresh.change, fresh.size, fresh.error)
             assert stored.files == fresh.files
@@ -104,7 +105,7 @@ def test_a_new_renderer_version_renders_again_and_the_sweep_drops_the_old_render
     group = Group.objects.get(group_id="task-1")
     client.force_login(researcher)
     page(client, group)
-    old = diffview.RENDERER_VERSION
+    old = patches.RENDERER_VERSION
     monkeypatch.setattr(renders, "RENDERER_VERSION", old + 1)
     fresh_process()
     parses.clear()
@@ -124,7 +125,7 @@ def test_the_worker_function_renders_a_batch_once(tmp_path):
     assert renders.batch_render(batch.pk) == 0
     assert PatchRender.objects.count() == n
     assert set(BatchPatch.objects.filter(batch=batch).values_list("digest", flat=True)) == (
-        digests(batch) | {diffview.digest(CLEAN)})
+        digests(batch) | {patches.digest(CLEAN)})
 
 
 def test_deleting_a_batch_leaves_its_renders_to_the_sweep_unless_another_batch_holds_them(tmp_path):
@@ -134,7 +135,7 @@ def test_deleting_a_batch_leaves_its_renders_to_the_sweep_unless_another_batch_h
     b = import_batch(tmp_path, records("task-1"), name="b")
     renders.batch_render(a.pk)
     renders.batch_render(b.pk)
-    only_a = diffview.digest(own[0]["patch"])
+    only_a = patches.digest(own[0]["patch"])
     assert PatchRender.objects.filter(digest=only_a).exists()
     assert renders.renders_sweep() == 0
 

@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 
 from tests.webapp.reviewdata import import_batch, records
+from webapp.html.markdown import looks_like_markdown
 from webapp.models import Group
-from webapp.review.markdown import looks_like_markdown
 
 # A Trac ticket as SWE-bench has them: tab indents, an identifier with underscores,
 # a traceback with "# Out:" lines, and line breaks that carry meaning.

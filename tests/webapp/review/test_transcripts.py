@@ -6,8 +6,8 @@ import pytest
 from django.urls import reverse
 
 from tests.webapp.reviewdata import import_batch, records
+from webapp.html import transcripts
 from webapp.models import Trajectory, Transcript
-from webapp.review import transcripts
 
 pytestmark = pytest.mark.django_db
 

@@ -5,9 +5,9 @@ import html as markup
 import re
 
 from grading.diffs import parse_patch
-from webapp.review import diffview, worddiff
-from webapp.review.highlight import highlight
-from webapp.review.worddiff import changed_ranges, line_marks, pairs
+from webapp.html import patches, worddiff
+from webapp.html.highlight import highlight
+from webapp.html.worddiff import changed_ranges, line_marks, pairs
 
 
 def test_a_run_of_removed_lines_pairs_with_the_run_of_added_lines_after_it():
@@ -84,6 +84,6 @@ def test_the_interdiff_view_marks_the_changed_words_too():
     patch = ("diff --git a/pkg/m.py b/pkg/m.py\n--- a/pkg/m.py\n+++ b/pkg/m.py\n@@ -1,3 +1,3 @@\n"
              " a = 1\n-limit = compute(a, 10)\n+limit = compute(a, 20)\n b = 2\n")
     f = parse_patch(patch).files[0]
-    html = diffview.hunks_html(f.path, f.hunks)
+    html = patches.hunks_html(f.path, f.hunks)
     assert html.count("<mark>") == 2 and '<span class="mi"><mark>20</mark></span>' in html
     assert _well_nested(html)

@@ -8,10 +8,11 @@ the trivial baselines, measured in the same run, with 95% bootstrap intervals.
 
 from django.core.management.base import BaseCommand, CommandError
 
+from grading.cases import GraderError
 from grading.evaluation import ReferenceGroup, evaluate, format_table
-from grading.graders.base import GraderError, GroupView, TrajectoryView
 from grading.profiles import ProfileError, build_grader, load_profiles
-from webapp.models import Batch, Group, Trajectory
+from webapp.cases import group_cases
+from webapp.models import Batch, Group
 
 
 class Command(BaseCommand):
@@ -55,13 +56,7 @@ class Command(BaseCommand):
 
 def reference_groups(batch: Batch) -> list[ReferenceGroup]:
     """The groups of `batch` that have a reference fix, as the grader sees them, by group id."""
-    groups = list(Group.objects.filter(batch=batch).exclude(reference_patch=None).exclude(reference_patch="")
-                  .order_by("group_id"))
-    members: dict[int, list[TrajectoryView]] = {g.pk: [] for g in groups}
-    rows = Trajectory.objects.filter(group__in=groups).order_by("trajectory_id").values_list(
-        "group_id", "trajectory_id", "passed", "reward", "patch", "metrics")
-    for group_pk, tid, passed, reward, patch, metrics in rows:
-        members[group_pk].append(TrajectoryView(tid, passed, reward, patch, metrics=metrics or {}))
-    return [ReferenceGroup(GroupView(group_id=g.group_id, statement=g.statement, repo=g.repo,
-                                     trajectories=tuple(members[g.pk])), g.reference_patch)
-            for g in groups]
+    references = dict(Group.objects.filter(batch=batch).exclude(reference_patch=None).exclude(reference_patch="")
+                      .values_list("pk", "reference_patch"))
+    found = group_cases(references)
+    return [ReferenceGroup(case, references[pk]) for pk, case in sorted(found.items(), key=lambda kv: kv[1].group_id)]

@@ -11,7 +11,7 @@ marked (``worddiff``).
 
 A view holds what the group page needs of a patch (its files without their
 hunks, the rendered HTML, the key of its change for equivalence classes):
-``webapp.review.renders`` keeps that in the database, so that a patch is
+``webapp.html.renders`` keeps that in the database, so that a patch is
 parsed and highlighted once for every web process.
 """
 
@@ -36,9 +36,9 @@ from grading.diffs import (
     change_key,
     parse_patch,
 )
-from webapp.review.highlight import highlight
-from webapp.review.text import escape
-from webapp.review.worddiff import line_marks
+from webapp.html.highlight import highlight
+from webapp.html.text import escape
+from webapp.html.worddiff import line_marks
 
 # Bump whenever the HTML a patch renders to changes (markup, caps, highlighting):
 # renders stored under another version are made again.
@@ -109,10 +109,10 @@ def hunks_html(path: str, hunks) -> str:
 
 
 @dataclass
-class FileView:
+class RenderedFile:
     """One file of one patch as the group page shows it. ``diff`` is the file's
     parse without its hunks (status, counts, markers: what the page says of it;
-    ``PatchView.file_diff`` has the hunks), ``index`` its place in the patch's
+    ``RenderedPatch.file_diff`` has the hunks), ``index`` its place in the patch's
     files. ``html`` is safe markup (escaped by us); ``more_from`` is the row
     offset of the first row not shown, None when all is shown."""
 
@@ -149,7 +149,7 @@ def hunk_anchor(trajectory_pk: int | str, path: str, index: int) -> str:
     return f"hunk-{trajectory_pk}-{digest(path)[:12]}-{index}"
 
 
-def render_file(f: FileDiff, budget: int, lazy: bool = True) -> FileView:
+def render_file(f: FileDiff, budget: int, lazy: bool = True) -> RenderedFile:
     """Hunks of `f` as collapsible blocks, at most min(budget, FILE_LINES) lines.
     With `lazy`, a hunk longer than HUNK_OPEN_LINES starts closed and empty, and
     loads its lines when opened (or, without JavaScript, links to them); a hunk
@@ -183,7 +183,7 @@ def render_file(f: FileDiff, budget: int, lazy: bool = True) -> FileView:
             more_from = offset + 1 + take
             break
         offset += 1 + size
-    return FileView(diff=f, html="".join(out), rows=rows, more_from=more_from, shown=shown)
+    return RenderedFile(diff=f, html="".join(out), rows=rows, more_from=more_from, shown=shown)
 
 
 def file_rows(f: FileDiff, start: int, count: int = PAGE_LINES) -> tuple[str, int | None]:
@@ -211,7 +211,7 @@ def file_rows(f: FileDiff, start: int, count: int = PAGE_LINES) -> tuple[str, in
 # --- one patch ----------------------------------------------------------------------
 
 @dataclass
-class PatchView:
+class RenderedPatch:
     """A patch as the group page shows it. ``parsed`` is its parse without the
     hunks (files, counts, markers, error), ``files`` its rendered files by path,
     ``change`` a digest of what makes two patches the same change
@@ -222,7 +222,7 @@ class PatchView:
     text: str
     parsed: ParsedPatch
     change: str
-    files: dict[str, FileView] = field(default_factory=dict)
+    files: dict[str, RenderedFile] = field(default_factory=dict)
     size: int = 0
     _full: ParsedPatch | None = field(default=None, repr=False)
 
@@ -243,7 +243,7 @@ class PatchView:
         return None if fv is None else self.full.files[fv.index]
 
 
-def view_key(patch_digest: str, lazy: bool) -> str:
+def render_key(patch_digest: str, lazy: bool) -> str:
     return patch_digest + ("" if lazy else ":eager")
 
 
@@ -255,17 +255,17 @@ def _outline(f: FileDiff) -> FileDiff:
     return replace(f, hunks=())
 
 
-def size_of(text: str, files: dict[str, FileView]) -> int:
+def size_of(text: str, files: dict[str, RenderedFile]) -> int:
     """What a view costs in memory, roughly: the text, its parse, the HTML."""
     return 3 * len(text) + sum(len(fv.html) for fv in files.values())
 
 
-def build_patch_view(text: str, key: str, lazy: bool = True) -> PatchView:
+def render_patch(text: str, key: str, lazy: bool = True) -> RenderedPatch:
     parsed = parse_patch(text)
     # The line budget goes to the change itself first: small files before big
     # ones, leftovers (build output, stray scripts, huge files) last.
     budget = PATCH_LINES
-    rendered: dict[str, FileView] = {}
+    rendered: dict[str, RenderedFile] = {}
     for i in sorted(range(len(parsed.files)), key=lambda i: _budget_order(parsed.files[i])):
         f = parsed.files[i]
         if f.path not in rendered:
@@ -274,7 +274,7 @@ def build_patch_view(text: str, key: str, lazy: bool = True) -> PatchView:
             budget = max(0, budget - fv.shown)
     files = {f.path: rendered[f.path] for f in parsed.files if f.path in rendered}
     outline = ParsedPatch(files=tuple(_outline(f) for f in parsed.files), error=parsed.error)
-    return PatchView(key=key, text=text, parsed=outline, change=digest(repr(change_key(parsed, text))),
+    return RenderedPatch(key=key, text=text, parsed=outline, change=digest(repr(change_key(parsed, text))),
                      files=files, size=size_of(text, files), _full=parsed)
 
 
@@ -283,18 +283,18 @@ class _LRU:
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
-        self.items: OrderedDict[str, PatchView] = OrderedDict()
+        self.items: OrderedDict[str, RenderedPatch] = OrderedDict()
         self.bytes = 0
         self.lock = threading.Lock()
 
-    def get(self, key: str) -> PatchView | None:
+    def get(self, key: str) -> RenderedPatch | None:
         with self.lock:
             value = self.items.get(key)
             if value is not None:
                 self.items.move_to_end(key)
             return value
 
-    def put(self, key: str, value: PatchView) -> None:
+    def put(self, key: str, value: RenderedPatch) -> None:
         with self.lock:
             if key in self.items:
                 return
@@ -315,22 +315,22 @@ _digests: OrderedDict[str, str] = OrderedDict()  # trajectory content_hash -> pa
 _digests_lock = threading.Lock()
 
 
-def cached_view(key: str) -> PatchView | None:
+def cached_view(key: str) -> RenderedPatch | None:
     return _views.get(key)
 
 
-def keep(view: PatchView) -> None:
+def keep(view: RenderedPatch) -> None:
     _views.put(view.key, view)
 
 
-def cached_view_for_hash(content_hash: str) -> PatchView | None:
+def cached_view_for_hash(content_hash: str) -> RenderedPatch | None:
     """The view of a trajectory's patch, from its content hash, if cached."""
     with _digests_lock:
         key = _digests.get(content_hash)
     return _views.get(key) if key else None
 
 
-def remember(content_hash: str, view: PatchView) -> None:
+def remember(content_hash: str, view: RenderedPatch) -> None:
     """Keep the view of a trajectory's patch, found again by its content hash."""
     with _digests_lock:
         _digests[content_hash] = view.key

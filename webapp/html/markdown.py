@@ -18,7 +18,7 @@ from functools import lru_cache
 import nh3
 from markdown_it import MarkdownIt
 
-from webapp.review.text import reveal_bidi
+from webapp.html.text import reveal_bidi
 
 MARKDOWN_CHARS = 200_000  # of a statement rendered as Markdown; the rest is shown as written
 

@@ -11,8 +11,8 @@ from pygments.styles import get_style_by_name
 from pygments.token import STANDARD_TYPES
 from pygments.util import ClassNotFound
 
-from webapp.review.text import escape
-from webapp.review.worddiff import Range
+from webapp.html.text import escape
+from webapp.html.worddiff import Range
 
 PYGMENTS_STYLE = "default"  # static/css/pygments.css is generated from the same style
 _STYLE = get_style_by_name(PYGMENTS_STYLE)

@@ -1,6 +1,6 @@
 """The render store: each patch parsed and highlighted once, for every web process.
 
-The group page asks for the views of its patches (`views`): those stored
+The group page asks for the renders of its patches (`rendered`): those stored
 at this renderer version come back from bytes, with no parse and no
 highlighting; the others are rendered there and then and stored, so the
 page never waits on a worker. After an import commits, a worker renders
@@ -30,17 +30,17 @@ from django.db.models import Exists, OuterRef, Q
 from kombu.exceptions import OperationalError as BrokerError
 
 from grading.diffs import FileDiff, ParsedPatch
+from webapp.html.patches import (
+    RENDERER_VERSION,
+    RenderedFile,
+    RenderedPatch,
+    digest,
+    render_key,
+    render_patch,
+    size_of,
+)
 from webapp.jobs import CPU, RENDER_TASK, app
 from webapp.models import Batch, BatchPatch, Group, PatchRender, Trajectory
-from webapp.review.diffview import (
-    RENDERER_VERSION,
-    FileView,
-    PatchView,
-    build_patch_view,
-    digest,
-    size_of,
-    view_key,
-)
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ RENDER_CHUNK = 200  # patches read, rendered and stored at a time by the worker
 
 # --- to bytes and back --------------------------------------------------------------
 
-def view_payload(view: PatchView) -> bytes:
-    """What `view_from_payload` needs besides the text, as compressed JSON (ASCII:
+def render_payload(view: RenderedPatch) -> bytes:
+    """What `render_from_payload` needs besides the text, as compressed JSON (ASCII:
     a lone surrogate in a patch survives as an escape)."""
     data = {
         "error": view.parsed.error,
@@ -62,42 +62,42 @@ def view_payload(view: PatchView) -> bytes:
     return zlib.compress(json.dumps(data, separators=(",", ":")).encode("ascii"), 6)
 
 
-def view_from_payload(text: str, key: str, payload: bytes) -> PatchView:
-    """The view `view_payload` was made from, without parsing or highlighting `text`."""
+def render_from_payload(text: str, key: str, payload: bytes) -> RenderedPatch:
+    """The view `render_payload` was made from, without parsing or highlighting `text`."""
     data = json.loads(zlib.decompress(payload))
     files = tuple(FileDiff(path=path, old_path=old_path, status=status, hunks=(), added=added, removed=removed,
                            markers=frozenset(markers), is_test=is_test)
                   for path, old_path, status, added, removed, markers, is_test in data["files"])
-    shown = {files[i].path: FileView(diff=files[i], html=html, rows=rows, more_from=more_from, shown=count, index=i)
+    shown = {files[i].path: RenderedFile(diff=files[i], html=html, rows=rows, more_from=more_from, shown=count, index=i)
              for i, html, rows, more_from, count in data["shown"]}
-    return PatchView(key=key, text=text, parsed=ParsedPatch(files=files, error=data["error"]), change=data["change"],
-                     files=shown, size=size_of(text, shown))
+    return RenderedPatch(key=key, text=text, parsed=ParsedPatch(files=files, error=data["error"]),
+                         change=data["change"], files=shown, size=size_of(text, shown))
 
 
 # --- the page's side ----------------------------------------------------------------
 
-def views(by_digest: Mapping[str, str], *, batch_id: int, lazy: bool = True) -> dict[str, PatchView]:
+def rendered(by_digest: Mapping[str, str], *, batch_id: int, lazy: bool = True) -> dict[str, RenderedPatch]:
     """The views of patch texts by their digest: stored ones from the store, the others
     rendered now and stored as held by batch `batch_id`. Not `lazy`: every hunk rendered."""
     found = _stored(by_digest, lazy)
-    fresh = {d: build_patch_view(text, view_key(d, lazy), lazy) for d, text in by_digest.items() if d not in found}
+    fresh = {d: render_patch(text, render_key(d, lazy), lazy) for d, text in by_digest.items() if d not in found}
     if fresh:
         _store(fresh, lazy=lazy, batch_id=batch_id, held=fresh)
     return found | fresh
 
 
-def _stored(by_digest: Mapping[str, str], lazy: bool) -> dict[str, PatchView]:
+def _stored(by_digest: Mapping[str, str], lazy: bool) -> dict[str, RenderedPatch]:
     rows = PatchRender.objects.filter(digest__in=list(by_digest), eager=not lazy, version=RENDERER_VERSION)
-    return {d: view_from_payload(by_digest[d], view_key(d, lazy), bytes(data))
+    return {d: render_from_payload(by_digest[d], render_key(d, lazy), bytes(data))
             for d, data in rows.values_list("digest", "data")}
 
 
-def _store(fresh: dict[str, PatchView], *, lazy: bool, batch_id: int, held: Iterable[str]) -> None:
+def _store(fresh: dict[str, RenderedPatch], *, lazy: bool, batch_id: int, held: Iterable[str]) -> None:
     """Store `fresh` renders and record that the batch holds the `held` digests, together:
     the sweep never sees a new render that no batch holds."""
     with transaction.atomic():
         PatchRender.objects.bulk_create(
-            [PatchRender(digest=d, eager=not lazy, version=RENDERER_VERSION, data=view_payload(view))
+            [PatchRender(digest=d, eager=not lazy, version=RENDERER_VERSION, data=render_payload(view))
              for d, view in fresh.items()], ignore_conflicts=True)
         BatchPatch.objects.bulk_create([BatchPatch(batch_id=batch_id, digest=d) for d in held],
                                        ignore_conflicts=True)
@@ -165,7 +165,7 @@ def batch_render(batch_id: int) -> int:
             by_digest = dict(chunk)
             present = set(PatchRender.objects.filter(digest__in=list(by_digest), eager=not lazy,
                                                      version=RENDERER_VERSION).values_list("digest", flat=True))
-            fresh = {d: build_patch_view(text, view_key(d, lazy), lazy)
+            fresh = {d: render_patch(text, render_key(d, lazy), lazy)
                      for d, text in by_digest.items() if d not in present}
             _store(fresh, lazy=lazy, batch_id=batch_id, held=by_digest)
             rendered += len(fresh)

@@ -15,11 +15,12 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from grading.diffs import align_files, classes_by_key, unique_files
-from webapp.review import diffview, renders, selectors
+from webapp.html import patches, renders
+from webapp.review import selectors
 
 
 class PatchFigures:
-    """What a column shows of its patch (`view`, a diffview.PatchView)."""
+    """What a column shows of its patch (`view`, a patches.RenderedPatch)."""
 
     @property
     def added(self) -> int:
@@ -35,13 +36,13 @@ class PatchFigures:
 
     @property
     def badges(self) -> str:
-        return diffview.marker_badges(self.view.parsed.markers)
+        return patches.marker_badges(self.view.parsed.markers)
 
 
 @dataclass(eq=False)
 class Column(PatchFigures):
     trajectory: object  # a Trajectory without its patch
-    view: diffview.PatchView
+    view: patches.RenderedPatch
     advantage: dict | None = None
     same_as: str | None = None
     same_kind: str | None = None  # "identical" or "whitespace"
@@ -90,7 +91,7 @@ class Column(PatchFigures):
 @dataclass(eq=False)
 class Cell:
     column: Column
-    file: diffview.FileView | None
+    file: patches.RenderedFile | None
     unique: bool = False
 
     @property
@@ -125,7 +126,7 @@ def clear_caches() -> None:
         _message_counts.clear()
 
 
-def _analysis(key: tuple, views: dict[str, diffview.PatchView], passing: list[str]) -> Analysis:
+def _analysis(key: tuple, views: dict[str, patches.RenderedPatch], passing: list[str]) -> Analysis:
     with _lock:
         found = _analyses.get(key)
         if found is not None:
@@ -145,34 +146,34 @@ def _analysis(key: tuple, views: dict[str, diffview.PatchView], passing: list[st
     return result
 
 
-def load_views(trajectories) -> dict[int, diffview.PatchView]:
+def load_views(trajectories) -> dict[int, patches.RenderedPatch]:
     """Patch views by trajectory pk: from this process's cache, else from the render
     store (which renders what it lacks). Patch text is read only for those not cached."""
-    views = {t.pk: diffview.cached_view_for_hash(t.content_hash) for t in trajectories}
+    views = {t.pk: patches.cached_view_for_hash(t.content_hash) for t in trajectories}
     missing = [t for t in trajectories if views[t.pk] is None]
     if missing:
         texts = selectors.patches(t.pk for t in missing)
-        digests = {t.pk: diffview.digest(texts[t.pk]) for t in missing}
+        digests = {t.pk: patches.digest(texts[t.pk]) for t in missing}
         for batch_id in {t.batch_id for t in missing}:
             ours = [t for t in missing if t.batch_id == batch_id]
-            found = renders.views({digests[t.pk]: texts[t.pk] for t in ours}, batch_id=batch_id)
+            found = renders.rendered({digests[t.pk]: texts[t.pk] for t in ours}, batch_id=batch_id)
             for t in ours:
                 views[t.pk] = found[digests[t.pk]]
-                diffview.remember(t.content_hash, views[t.pk])
+                patches.remember(t.content_hash, views[t.pk])
     return views
 
 
-def reference_view(group) -> diffview.PatchView | None:
+def reference_render(group) -> patches.RenderedPatch | None:
     """The group's reference patch with every hunk rendered, found as `load_views` finds
     a trajectory's; None without one."""
     text = group.reference_patch
     if not text:
         return None
-    patch_digest = diffview.digest(text)
-    view = diffview.cached_view(diffview.view_key(patch_digest, lazy=False))
+    patch_digest = patches.digest(text)
+    view = patches.cached_view(patches.render_key(patch_digest, lazy=False))
     if view is None:
-        view = renders.views({patch_digest: text}, batch_id=group.batch_id, lazy=False)[patch_digest]
-        diffview.keep(view)
+        view = renders.rendered({patch_digest: text}, batch_id=group.batch_id, lazy=False)[patch_digest]
+        patches.keep(view)
     return view
 
 

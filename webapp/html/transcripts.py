@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from webapp.review.text import highlight_matches
+from webapp.html.text import highlight_matches
 
 TURNS_PER_PAGE = 100
 PREVIEW_CHARS = 2000

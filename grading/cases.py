@@ -1,0 +1,67 @@
+"""What a grader is given and what it answers: the core's types, on its ground floor.
+
+A grader is given a GroupCase (plain data, no database): the task's statement and
+every trajectory of the group with its patch, test verdict and, when the grader
+reads them, its transcript and test evidence. It answers a Grade (the passing
+trajectory ids best first in tiers, a tier holding tied ids) or raises a
+GraderError. Graders, backends, the workspace and the app all import these from
+here, and this module imports nothing of theirs.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from grading.rankings import ranks_from_tiers
+
+
+class GraderError(Exception):
+    """A grading that failed; `permanent` says whether retrying can help. A grader that
+    got as far as running a model says what that cost (`usage`) and what it did
+    (`transcript`), as a Grade does."""
+
+    def __init__(self, message: str, *, permanent: bool, transcript=(), usage=None):
+        super().__init__(message)
+        self.permanent = permanent
+        self.transcript: tuple[dict, ...] = tuple(transcript)
+        self.usage: dict[str, int] = dict(usage or {})
+
+
+@dataclass(frozen=True)
+class TrajectoryCase:
+    trajectory_id: str
+    passed: bool
+    reward: float
+    patch: str
+    messages: list[dict] | None = None
+    tests: dict | None = None
+    metrics: Mapping = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GroupCase:
+    group_id: str
+    statement: str
+    trajectories: tuple[TrajectoryCase, ...]
+    repo: str = ""
+
+    @property
+    def passing(self) -> tuple[TrajectoryCase, ...]:
+        return tuple(t for t in self.trajectories if t.passed)
+
+
+@dataclass(frozen=True)
+class Grade:
+    tiers: tuple[tuple[str, ...], ...]
+    rationales: Mapping[str, str]
+    grader: str
+    version: str
+    flags: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    scores: Mapping[str, float] | None = None
+    confidence: float | None = None
+    usage: Mapping[str, int] = field(default_factory=dict)
+    latency_s: float = 0.0
+    transcript: tuple[dict, ...] = ()
+
+    def ranks(self) -> dict[str, int]:
+        """Standard competition ranks: tied ids share a rank, the next tier skips (1, 2, 2, 4)."""
+        return ranks_from_tiers(self.tiers)
