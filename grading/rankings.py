@@ -109,3 +109,9 @@ def parse_tiers(value) -> tuple[tuple[str, ...], ...]:
 def summary(tiers: Sequence[Sequence[str]]) -> str:
     """One line: ``>`` between tiers, ``=`` inside one."""
     return " > ".join(" = ".join(tier) for tier in tiers)
+
+
+def tier_lines(tiers) -> list[tuple[int, list[str]]]:
+    """(rank, ids) per tier, for showing a ranking as a list."""
+    ranks = ranks_from_tiers(tiers or ())
+    return [(ranks[tier[0]], list(tier)) for tier in tiers or () if tier]

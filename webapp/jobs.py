@@ -1,8 +1,9 @@
 """The Celery app, its queues and task names: what the web app sends and workers run.
 
 Defined here, on the web app's side, so that `webapp` never imports `workers`:
-services send tasks by name (GRADE_TASK, SWEEP_TASK), and `workers.tasks`
-registers the functions under those names. Configured from Django settings
+services send tasks by name (GRADE_TASK, SWEEP_TASK) through webapp/work.py, and
+`workers.tasks` registers the functions under those names, each with its own time
+limits (GAGAR_<KIND>_SOFT_TIME_LIMIT, _TIME_LIMIT: no limit is app-wide). Configured from Django settings
 (and so from the environment).
 
 Cluster: CELERY_BROKER_URL=redis://... Embedded default: kombu's filesystem
@@ -79,8 +80,6 @@ def configure(settings) -> None:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        task_soft_time_limit=settings.GAGAR_GRADING_SOFT_TIME_LIMIT,
-        task_time_limit=settings.GAGAR_GRADING_TIME_LIMIT,
         worker_send_task_events=False,
         beat_schedule={
             "sweep-gradings": {"task": SWEEP_TASK, "schedule": settings.GAGAR_SWEEP_INTERVAL,

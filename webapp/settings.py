@@ -188,36 +188,51 @@ GAGAR_PASS_THRESHOLD = float(os.environ.get("GAGAR_PASS_THRESHOLD", "1.0"))
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_DIR = Path(os.environ.get("CELERY_BROKER_DIR", DATA_DIR / "broker")).resolve()
-# Grading tasks: a soft limit (the task gives its groups back) below the hard
-# one (the process is killed); Redis redelivers an unacknowledged message after
-# CELERY_VISIBILITY_TIMEOUT, so that must be longer than the hard limit.
-GAGAR_GRADING_SOFT_TIME_LIMIT = int(os.environ.get("GAGAR_GRADING_SOFT_TIME_LIMIT", "1800"))
-GAGAR_GRADING_TIME_LIMIT = int(os.environ.get("GAGAR_GRADING_TIME_LIMIT", "2100"))
 CELERY_VISIBILITY_TIMEOUT = int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "7200"))
 CELERY_REDIS_KEYPREFIX = os.environ.get("CELERY_REDIS_KEYPREFIX", "")
-GAGAR_GRADING_CHUNK = int(os.environ.get("GAGAR_GRADING_CHUNK", "50"))
-GAGAR_GRADING_MAX_ATTEMPTS = int(os.environ.get("GAGAR_GRADING_MAX_ATTEMPTS", "3"))
-# A worker renews the lease of the gradings it holds every GAGAR_GRADING_HEARTBEAT
-# seconds; the sweep, every GAGAR_SWEEP_INTERVAL, re-queues those whose lease ran out
-# (a killed worker's: back in the queue within lease + interval), sends the messages a
-# broker outage kept back, and re-sends queued ones whose message is older than
-# GAGAR_GRADING_RESEND_AFTER. Exports are held and swept the same way (webapp/leases.py).
-GAGAR_GRADING_LEASE = float(os.environ.get("GAGAR_GRADING_LEASE", "30"))
-GAGAR_GRADING_HEARTBEAT = float(os.environ.get("GAGAR_GRADING_HEARTBEAT", "5"))
-GAGAR_GRADING_RESEND_AFTER = int(os.environ.get("GAGAR_GRADING_RESEND_AFTER", "3600"))
 GAGAR_SWEEP_INTERVAL = float(os.environ.get("GAGAR_SWEEP_INTERVAL", "15"))
+
+# Background work, per kind (webapp/work.py), each GAGAR_<KIND>_<NAME> from the environment:
+# - every task: SOFT_TIME_LIMIT (the task gives its work back) below TIME_LIMIT (the process is
+#   killed), both below CELERY_VISIBILITY_TIMEOUT (Redis redelivers an unacknowledged message
+#   after it);
+# - claimed work (gradings, exports): a worker renews its LEASE every HEARTBEAT seconds; the
+#   sweep, every GAGAR_SWEEP_INTERVAL, queues again those whose lease ran out (a killed
+#   worker's: back in the queue within lease + interval) up to MAX_ATTEMPTS attempts in all,
+#   sends the messages a broker outage kept back, and sends again those older than
+#   RESEND_AFTER; CHUNK gradings go in one message.
+WORK_DEFAULTS = {
+    "GRADING": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100, "LEASE": 30.0, "HEARTBEAT": 5.0, "MAX_ATTEMPTS": 3,
+                "RESEND_AFTER": 3600, "CHUNK": 50},
+    "EXPORT": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100, "LEASE": 30.0, "HEARTBEAT": 5.0, "MAX_ATTEMPTS": 3,
+               "RESEND_AFTER": 3600},
+    "RENDER": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100},
+    "SEARCH": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100},
+    "AUDIT_FIGURES": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100},
+    "SWEEP": {"SOFT_TIME_LIMIT": 300, "TIME_LIMIT": 360},
+}
+
+
+def env_number(name, default):
+    """A number from the environment, of `default`'s type, positive."""
+    try:
+        value = type(default)(os.environ.get(name, str(default)))
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={os.environ[name]!r}: not a number") from None
+    if value <= 0:
+        raise ImproperlyConfigured(f"{name}={value}: must be above 0")
+    return value
+
+
+for _kind, _defaults in WORK_DEFAULTS.items():
+    for _name, _default in _defaults.items():
+        globals()[f"GAGAR_{_kind}_{_name}"] = env_number(f"GAGAR_{_kind}_{_name}", _default)
 # Queue per `module:Class` grader, "name=queue,..."; those not listed go to "gpu". Profiles
 # name their own queue (the built-in heuristic one: cpu).
 GAGAR_GRADER_QUEUES = dict(item.split("=", 1) for item in env_list("GAGAR_GRADER_QUEUES"))
 # Advantages (exports, the `advantages` command) are read this many groups at a time: memory
 # against queries per export.
 GAGAR_EXPORT_CHUNK_GROUPS = int(os.environ.get("GAGAR_EXPORT_CHUNK_GROUPS", "2000"))
-# Export tasks: limits of their own (below CELERY_VISIBILITY_TIMEOUT, as the grading ones);
-# an export past its soft limit, or whose worker was lost, is tried again up to
-# GAGAR_EXPORT_MAX_ATTEMPTS attempts in all, then failed with the reason.
-GAGAR_EXPORT_SOFT_TIME_LIMIT = int(os.environ.get("GAGAR_EXPORT_SOFT_TIME_LIMIT", "1800"))
-GAGAR_EXPORT_TIME_LIMIT = int(os.environ.get("GAGAR_EXPORT_TIME_LIMIT", "2100"))
-GAGAR_EXPORT_MAX_ATTEMPTS = int(os.environ.get("GAGAR_EXPORT_MAX_ATTEMPTS", "3"))
 
 # API: a streamed upload (a batch, or one training step's rollouts) larger than this is refused (413).
 GAGAR_API_UPLOAD_LIMIT = int(os.environ.get("GAGAR_API_UPLOAD_LIMIT", str(2 * 1024**3)))

@@ -20,7 +20,6 @@ theirs again later.
 import functools
 import logging
 
-from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from webapp.audit.services import figures_refresh, figures_sweep
@@ -30,6 +29,7 @@ from webapp.grading.worker import gradings_process
 from webapp.html.renders import batch_render, renders_sweep
 from webapp.jobs import AUDIT_FIGURES_TASK, EXPORT_TASK, GRADE_TASK, RENDER_TASK, SEARCH_INDEX_TASK, SWEEP_TASK, app
 from webapp.search.services import batch_index, index_sweep
+from webapp.work import time_limits
 
 log = logging.getLogger(__name__)
 
@@ -60,23 +60,21 @@ def fails_alone(task):
     return run
 
 
-@app.task(name=GRADE_TASK, **RETRY_ON_DATABASE_ERRORS)
+@app.task(name=GRADE_TASK, **time_limits("grading"), **RETRY_ON_DATABASE_ERRORS)
 @fails_alone
 def grade(*, grading_ids: list[int]) -> None:
     """Grade the queued ones among `grading_ids`; the rest were claimed elsewhere or are finished."""
     gradings_process(grading_ids=grading_ids)
 
 
-@app.task(name=EXPORT_TASK, soft_time_limit=settings.GAGAR_EXPORT_SOFT_TIME_LIMIT,
-          time_limit=settings.GAGAR_EXPORT_TIME_LIMIT, **RETRY_ON_DATABASE_ERRORS)
+@app.task(name=EXPORT_TASK, **time_limits("export"), **RETRY_ON_DATABASE_ERRORS)
 @fails_alone
 def export(*, export_id: int) -> None:
-    """Build the export if it is still queued; otherwise it was claimed elsewhere or is finished.
-    Its time limits are its own, not the grading tasks'."""
+    """Build the export if it is still queued; otherwise it was claimed elsewhere or is finished."""
     export_build(export_id)
 
 
-@app.task(name=RENDER_TASK, **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
+@app.task(name=RENDER_TASK, **time_limits("render"), **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
 @fails_alone
 def render(*, batch_id: int) -> None:
     """Render the batch's patches for the group page, those not stored yet (a cache: one that
@@ -84,21 +82,21 @@ def render(*, batch_id: int) -> None:
     batch_render(batch_id)
 
 
-@app.task(name=SEARCH_INDEX_TASK, **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
+@app.task(name=SEARCH_INDEX_TASK, **time_limits("search"), **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
 @fails_alone
 def search_index(*, batch_id: int) -> None:
     """Index the batch's trajectories for search, those not indexed yet."""
     batch_index(batch_id)
 
 
-@app.task(name=AUDIT_FIGURES_TASK, **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
+@app.task(name=AUDIT_FIGURES_TASK, **time_limits("audit_figures"), **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
 @fails_alone
 def audit_figures() -> None:
     """Recompute the audit dashboard's requested figures."""
     figures_refresh()
 
 
-@app.task(name=SWEEP_TASK)
+@app.task(name=SWEEP_TASK, **time_limits("sweep"))
 @fails_alone
 def sweep() -> None:
     gradings_sweep()

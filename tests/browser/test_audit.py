@@ -19,7 +19,7 @@ def heuristic_graded(monkeypatch):
     from webapp.grading.worker import gradings_process
     from webapp.models import Batch
 
-    monkeypatch.setattr("webapp.grading.services.enqueue", lambda *a, **k: 0)
+    monkeypatch.setattr("webapp.work.enqueue", lambda *a, **k: 0)
     call_command("import_rollouts", str(SAMPLE_ROLLOUTS), batch="sample", verbosity=0)
     batch = Batch.objects.get(name="sample")
     run = grading_launch(batch=batch, grader="heuristic").run

@@ -25,7 +25,7 @@ def heuristic_graded(tmp_path, monkeypatch):
     from webapp.grading.services import grading_launch
     from webapp.grading.worker import gradings_process
 
-    monkeypatch.setattr("webapp.grading.services.enqueue", lambda *a, **k: 0)
+    monkeypatch.setattr("webapp.work.enqueue", lambda *a, **k: 0)
     batch = review_batch(tmp_path, n=SIZE, name="twenty")
     run = grading_launch(batch=batch, grader="heuristic").run
     gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))

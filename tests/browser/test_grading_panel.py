@@ -26,7 +26,7 @@ def graded_run(batch, fail_on):
 def test_failed_partial_and_done_runs_look_different(page, live_server, monkeypatch):
     from webapp.models import Batch
 
-    monkeypatch.setattr("webapp.grading.services.enqueue", lambda *a, **k: 0)
+    monkeypatch.setattr("webapp.work.enqueue", lambda *a, **k: 0)
     call_command("import_rollouts", str(SAMPLE_ROLLOUTS), batch="sample", verbosity=0)
     batch = Batch.objects.get(name="sample")
     runs = {state: graded_run(batch, fail_on) for state, fail_on in

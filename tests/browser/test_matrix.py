@@ -211,7 +211,7 @@ def test_a_cancelled_run_looks_cancelled_on_the_panel(researcher_page, live_serv
     from webapp.grading.services import grading_launch
     from webapp.grading.worker import gradings_process
 
-    monkeypatch.setattr("webapp.grading.services.enqueue", lambda *a, **k: 0)
+    monkeypatch.setattr("webapp.work.enqueue", lambda *a, **k: 0)
     batch = group.batch
     done = grading_launch(batch=batch, grader="heuristic", regrade=True).run
     gradings_process(grading_ids=list(done.gradings.values_list("pk", flat=True)))

@@ -21,7 +21,7 @@ def test_triage_filters_and_sorts_find_the_groups_to_look_at(page, live_server, 
     from tests.webapp.batches.triagedata import grade_with, triage_batch
     from webapp.models import Group
 
-    monkeypatch.setattr("webapp.grading.services.enqueue", lambda *a, **k: 0)
+    monkeypatch.setattr("webapp.work.enqueue", lambda *a, **k: 0)
     batch = triage_batch(tmp_path, extra=(2,))
     grade_with(batch)  # the heuristic grader
     rita = make_user("rita", RESEARCHER)

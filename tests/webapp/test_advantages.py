@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def graded(sample_batch, monkeypatch):
-    monkeypatch.setattr("webapp.grading.services.enqueue", lambda *a, **k: 0)
+    monkeypatch.setattr("webapp.work.enqueue", lambda *a, **k: 0)
     run = grading_launch(batch=sample_batch, grader="heuristic").run
     gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
     return sample_batch

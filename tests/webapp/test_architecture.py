@@ -6,7 +6,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FEATURES = ("batches", "review", "grading", "annotation", "exports", "api", "search", "audit")
-SHARED = ("models", "roles", "rankings", "advantages", "bulk", "jobs", "leases")
+SHARED = ("models", "roles", "rankings", "advantages", "triage", "cases", "bulk", "jobs", "work", "html", "params")
+# The only arrows between features, each one way; docs/architecture.md draws the same. A write
+# that makes another feature's data stale calls webapp/work.py; the group page, which several
+# features show, is composed above them in webapp/grouppage.py.
+FEATURE_ARROWS = {("api", "batches"), ("api", "grading"), ("api", "exports"), ("audit", "grading")}
 
 
 def imports(path: Path) -> set[str]:
@@ -37,7 +41,7 @@ def test_the_web_app_never_imports_the_workers():
 
 def test_workers_call_services_and_the_job_definitions_only():
     allowed = ("webapp.grading.services", "webapp.grading.worker", "webapp.exports.services", "webapp.jobs",
-               "webapp.review.renders", "webapp.search.services", "webapp.audit.services")
+               "webapp.work", "webapp.html.renders", "webapp.search.services", "webapp.audit.services")
     bad = {str(path): sorted(n for n in names if under(n, "webapp") and not under(n, *allowed))
            for path, names in modules("workers")}
     assert {path: names for path, names in bad.items() if names} == {}
@@ -54,6 +58,30 @@ def test_the_shared_floor_imports_no_feature():
             if found:
                 bad[str(file.relative_to(ROOT))] = found
     assert bad == {}
+
+
+def test_features_import_one_another_only_along_the_drawn_arrows():
+    found = set()
+    for feature in FEATURES:
+        for _, names in modules(f"webapp/{feature}"):
+            found |= {(feature, other) for other in FEATURES if other != feature
+                      and any(under(n, f"webapp.{other}") for n in names)}
+    assert found == FEATURE_ARROWS
+    assert not {(a, b) for a, b in found if (b, a) in found}  # no tie both ways
+
+
+def test_only_views_import_the_group_page():
+    """webapp/grouppage.py composes features' parts; were a feature's reads or writes to import
+    it, that feature would import the others through it."""
+    bad = sorted(str(path) for path, names in modules("webapp")
+                 if any(under(n, "webapp.grouppage") for n in names) and path.name != "views.py")
+    assert bad == []
+
+
+def test_the_work_module_names_tasks_and_shared_models_only():
+    names = imports(ROOT / "webapp" / "work.py")
+    assert {n for n in names if under(n, "webapp")} <= {"webapp.jobs", "webapp.models"} | {
+        n for n in names if n.startswith(("webapp.jobs.", "webapp.models."))}
 
 
 def test_each_feature_folder_holds_its_views_urls_and_templates():

@@ -241,7 +241,7 @@ def test_the_maximum_group_size_is_fifty_thousand_unless_set(settings):
 
 
 def test_grade_finds_a_batch_named_with_spaces_around_as_import_does(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("webapp.grading.services.enqueue", lambda *a, **k: 0)
+    monkeypatch.setattr("webapp.work.enqueue", lambda *a, **k: 0)
     import_rollouts(write_jsonl(tmp_path / "r.jsonl", group("g", [1, 0])), batch="  run-7 ")
     assert Batch.objects.get().name == "run-7"
     call_command("grade", batch=" run-7  ")

@@ -70,3 +70,13 @@ def test_the_readme_commands_act_on_the_instance_the_demo_serves():
     readme = manage("shell", "-v", "0", "-c", PRINT_SETTINGS, SECRET_KEY="k")
     assert demo.returncode == readme.returncode == 0, demo.stderr + readme.stderr
     assert demo.stdout.splitlines()[0] == readme.stdout.splitlines()[0] == str(ROOT / "var")
+
+
+def test_each_kind_of_background_work_reads_its_own_settings_and_refuses_bad_ones(tmp_path):
+    shown = "from django.conf import settings as s; print(s.GAGAR_EXPORT_LEASE, s.GAGAR_GRADING_LEASE)"
+    done = manage("shell", "-v", "0", "-c", shown, GAGAR_DATA_DIR=str(tmp_path), GAGAR_EXPORT_LEASE="90")
+    assert done.stdout.split() == ["90.0", "30.0"], done.stderr
+    for value, reason in (("soon", "'soon': not a number"), ("0", "must be above 0")):
+        done = manage("check", GAGAR_DATA_DIR=str(tmp_path), GAGAR_RENDER_TIME_LIMIT=value)
+        assert done.returncode != 0 and "ImproperlyConfigured: GAGAR_RENDER_TIME_LIMIT=" in done.stderr
+        assert reason in done.stderr

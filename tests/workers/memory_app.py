@@ -21,10 +21,10 @@ def huge(name: str) -> bool:
     return name.startswith("huge")
 
 
-def _views(claims, token, **kwargs):
+def _cases(claims, token, **kwargs):
     if any(huge(Group.objects.get(pk=c.group_pk).batch.name) for c in claims):
         raise MemoryError(TOO_BIG)
-    return views(claims, token, **kwargs)
+    return cases(claims, token, **kwargs)
 
 
 def _patches(batch_id):
@@ -39,5 +39,5 @@ def grading_figures(batch, versions):
     return measured(batch, versions)
 
 
-views, patches, measured = worker._views, renders._patches, figures.grading_figures
-worker._views, renders._patches, figures.grading_figures = _views, _patches, grading_figures
+cases, patches, measured = worker._cases, renders._patches, figures.grading_figures
+worker._cases, renders._patches, figures.grading_figures = _cases, _patches, grading_figures

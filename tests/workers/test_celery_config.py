@@ -3,7 +3,17 @@
 from django.conf import settings
 from django.test import override_settings
 
-from webapp.jobs import GRADE_TASK, SWEEP_TASK, app, broker_options, configure
+from webapp.jobs import (
+    AUDIT_FIGURES_TASK,
+    EXPORT_TASK,
+    GRADE_TASK,
+    RENDER_TASK,
+    SEARCH_INDEX_TASK,
+    SWEEP_TASK,
+    app,
+    broker_options,
+    configure,
+)
 from workers import tasks
 
 
@@ -12,7 +22,19 @@ def test_tasks_are_acknowledged_late_one_at_a_time_and_leave_no_results():
     assert conf.task_acks_late and conf.task_reject_on_worker_lost
     assert conf.worker_prefetch_multiplier == 1
     assert conf.task_ignore_result and not conf.result_backend
-    assert conf.task_soft_time_limit < conf.task_time_limit
+
+
+def test_each_task_has_its_own_kinds_time_limits_and_none_is_app_wide():
+    """An export's limits (GAGAR_EXPORT_*) never govern a grading or a render, as the app-wide
+    task_time_limit once did."""
+    assert app.conf.task_soft_time_limit is None and app.conf.task_time_limit is None
+    kinds = {GRADE_TASK: "GRADING", EXPORT_TASK: "EXPORT", RENDER_TASK: "RENDER", SEARCH_INDEX_TASK: "SEARCH",
+             AUDIT_FIGURES_TASK: "AUDIT_FIGURES", SWEEP_TASK: "SWEEP"}
+    for name, kind in kinds.items():
+        task = app.tasks[name]
+        soft, hard = getattr(settings, f"GAGAR_{kind}_SOFT_TIME_LIMIT"), getattr(settings, f"GAGAR_{kind}_TIME_LIMIT")
+        assert (task.soft_time_limit, task.time_limit) == (soft, hard), name
+        assert soft < hard < settings.CELERY_VISIBILITY_TIMEOUT, name
 
 
 def test_redis_redelivers_only_after_the_hard_time_limit():

@@ -11,8 +11,9 @@ from django.utils import timezone
 
 from tests.factories import PATCH, SAMPLE_ROLLOUTS, group, write_jsonl
 from tests.workers.conftest import SCRIPTED, make_batch, wait_until
+from webapp import work
 from webapp.advantages import advantage_rows
-from webapp.grading.services import enqueue, grading_launch, gradings_sweep
+from webapp.grading.services import GRADINGS, grading_launch, gradings_sweep
 from webapp.grading.worker import gradings_process
 from webapp.models import Batch, Grading
 from webapp.rankings import UNRESTRICTED
@@ -86,7 +87,7 @@ def test_redelivering_a_finished_task_changes_nothing(tmp_path, redis_broker, wo
     ids = [row["id"] for row in before]
 
     assert gradings_process(grading_ids=ids).claimed == []  # in this process
-    enqueue(ids, "cpu")  # and the same message to the worker, then a sentinel behind it
+    work.enqueue(GRADINGS, ids, "cpu")  # and the same message to the worker, then a sentinel behind it
     sentinel = grading_launch(batch=make_batch(tmp_path, "s", 1), grader="heuristic")
     wait_until(finished(sentinel.run), timeout=30)
 

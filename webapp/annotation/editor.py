@@ -159,12 +159,6 @@ def diff_rows(before, after) -> list[MoveRow]:
     return rows
 
 
-def tier_lines(tiers) -> list[tuple[int, list[str]]]:
-    """(rank, ids) per tier, for showing a ranking as a list."""
-    ranks = ranks_from_tiers(tiers or ())
-    return [(ranks[tier[0]], list(tier)) for tier in tiers or () if tier]
-
-
 def describe(tiers) -> str:
     return summary(tiers) if tiers else "the grader's ranking"
 

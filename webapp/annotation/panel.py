@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grading.rankings import InvalidRanking, validate_ranking
+from grading.rankings import InvalidRanking, tier_lines, validate_ranking
 from webapp import rankings
 from webapp.advantages import AdvantageConfig, parse_advantage_config, ranking_advantage_rows
-from webapp.annotation import editor as view
+from webapp.annotation import editor
 from webapp.models import Annotation, AnnotationPolicy, Group
 from webapp.roles import may_annotate
 
@@ -42,15 +42,15 @@ class RankingPage:
     seen: rankings.VisibleRanking  # the rankings as this user may see them
     can_edit: bool
     advantages: dict[str, dict]
-    start: view.Start
+    start: editor.Start
     based_on_version: int
     grading_id: int | None
     error: str = ""
-    editor: view.Editor | None = None
+    editor: editor.Editor | None = None
     tau: float | None = None
     tau_label: str = ""
     final_lines: list = field(default_factory=list)
-    start_preview: view.Preview | None = None
+    start_preview: editor.Preview | None = None
 
     @classmethod
     def load(cls, user, group: Group, trajectories, *, submitted=None, error: str = "") -> RankingPage:
@@ -60,12 +60,12 @@ class RankingPage:
         page = cls(
             group=group, seen=seen, can_edit=may_annotate(user),
             advantages={r["trajectory_id"]: r for r in ranking_advantage_rows(group, seen.final, trajectories)},
-            start=view.Start(), based_on_version=0, grading_id=None, error=error,
+            start=editor.Start(), based_on_version=0, grading_id=None, error=error,
         )
         page._choose_start(submitted, user)
         page._preview_start(trajectories)
         page._agreement(group)
-        page.final_lines = view.tier_lines(seen.final.tiers) if seen.final else []
+        page.final_lines = tier_lines(seen.final.tiers) if seen.final else []
         return page
 
     @property
@@ -105,13 +105,13 @@ class RankingPage:
             self.grading_id = submitted.grading_id
         elif head is not None and head.tiers is not None:
             mine = " (yours)" if head.user_id == user.pk else ""
-            self.start = view.Start(tiers=head.tiers, flags=head.flags, rationales=head.rationales,
+            self.start = editor.Start(tiers=head.tiers, flags=head.flags, rationales=head.rationales,
                                     group_rationale=head.group_rationale, verdicts=head.verdicts,
                                     label=f"version {head.version} by {head.user.get_username()}{mine}")
         elif not self.policy.independent and self.final is not None:
             label = ("the grader's ranking" if self.final.source == "grader"
                      else f"version {self.final.version} by {self.final.author}")
-            self.start = view.Start(tiers=self.final.tiers, flags=self.final.flags, verdicts=self.final.verdicts,
+            self.start = editor.Start(tiers=self.final.tiers, flags=self.final.flags, verdicts=self.final.verdicts,
                                     label=label)
 
     def _preview_start(self, trajectories) -> None:
@@ -119,7 +119,7 @@ class RankingPage:
             return
         ranking, problem = preview_ranking(self.start.tiers, self.start.flags, self.start.verdicts, trajectories)
         rows = ranking_advantage_rows(self.group, ranking, trajectories)
-        self.start_preview = view.preview(rows, self.start.tiers, problem=problem)
+        self.start_preview = editor.preview(rows, self.start.tiers, problem=problem)
 
     @property
     def config(self) -> AdvantageConfig:
@@ -129,17 +129,17 @@ class RankingPage:
         if self.grader is None:
             return
         if group.my_tiers:
-            self.tau = view.tau(group.my_tiers, self.grader.tiers)
+            self.tau = editor.tau(group.my_tiers, self.grader.tiers)
             self.tau_label = f"your ranking (version {group.my_version}) vs the grader"
         elif self.final is not None and self.final.source == "human":
-            self.tau = view.tau(self.final.tiers, self.grader.tiers)
+            self.tau = editor.tau(self.final.tiers, self.grader.tiers)
             self.tau_label = f"final ranking (version {self.final.version}) vs the grader"
 
     def attach(self, columns) -> None:
         """Put the grader's verdict in each column and build the editor over them."""
-        view.grade_cells(columns, self.grader, hidden=self.grader is None)
+        editor.grade_cells(columns, self.grader, hidden=self.grader is None)
         if self.can_edit:
-            self.editor = view.build_editor(columns, self.start, based_on_version=self.based_on_version,
+            self.editor = editor.build_editor(columns, self.start, based_on_version=self.based_on_version,
                                             grading_id=self.grading_id, grader=self.grader, error=self.error)
 
     @property

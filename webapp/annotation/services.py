@@ -32,8 +32,8 @@ from django.db.models import Max
 from django.utils import timezone
 
 from grading.rankings import FLAGS, InvalidRanking, validate_ranking
+from webapp import work
 from webapp.annotation.selectors import held_lease, queue_groups
-from webapp.audit.refresh import figures_stale
 from webapp.models import Annotation, AnnotationPolicy, Batch, Grading, Group, Lease, Trajectory
 from webapp.rankings import corrected_passing
 from webapp.roles import RESEARCHER, has_role, may_annotate
@@ -143,7 +143,7 @@ def _insert(*, group: Group, user, independent: bool, based_on_version: int, **f
             if annotation.kind == Annotation.Kind.RANKING:
                 _complete_lease(group, user)
             triage_refresh([group.pk])
-            figures_stale(group.batch_id, ("agreement",))  # the audit dashboard's agreement with people
+            work.figures_stale(group.batch_id, ("agreement",))  # the audit dashboard's agreement with people
             return annotation
     except IntegrityError:
         # The constraints back the check: a save based on the same version of this chain landed

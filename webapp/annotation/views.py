@@ -19,8 +19,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from grading.rankings import tier_lines
 from webapp.advantages import parse_advantage_config, ranking_advantage_rows
-from webapp.annotation import editor as view
+from webapp.annotation import editor
 from webapp.annotation.forms import PolicyForm, RankingInput, RevertForm
 from webapp.annotation.panel import RankingPage, preview_ranking
 from webapp.annotation.selectors import batch_review, held_lease, queue_groups
@@ -77,8 +78,8 @@ def _conflict(request, group, data: RankingInput, conflict: Conflict):
     theirs = newer.tiers if newer is not None else None
     return render(request, "annotation/conflict.html", {
         "group": group, "batch": group.batch, "message": str(conflict), "newer": newer, "mine": data,
-        "mine_lines": view.tier_lines(data.tiers), "theirs_lines": view.tier_lines(theirs),
-        "moves": view.diff_rows(theirs, data.tiers), "trajectories": _trajectories(group),
+        "mine_lines": tier_lines(data.tiers), "theirs_lines": tier_lines(theirs),
+        "moves": editor.diff_rows(theirs, data.tiers), "trajectories": _trajectories(group),
         "new_base": newer.version if newer is not None else 0,
         "mine_json": json.dumps([list(tier) for tier in data.tiers]),
     }, status=409)
@@ -96,7 +97,7 @@ def ranking_preview(request, pk):
         data, ranking, problem = None, None, str(error)
     else:
         ranking, problem = preview_ranking(data.tiers, data.flags, data.verdicts, trajectories)
-    preview = view.preview(ranking_advantage_rows(group, ranking, trajectories), data.tiers if data else (),
+    preview = editor.preview(ranking_advantage_rows(group, ranking, trajectories), data.tiers if data else (),
                            problem=problem)
     context = {"group": group, "batch": group.batch, "preview": preview,
                "config": parse_advantage_config(group.batch.advantage_config)}
@@ -114,8 +115,8 @@ def ranking_history(request, pk):
     final_row = page.final_head
     grader = page.grader
     for v in versions:
-        v.lines = view.tier_lines(v.tiers)
-        v.tau = view.tau(v.tiers, grader.tiers) if grader is not None else None
+        v.lines = tier_lines(v.tiers)
+        v.tau = editor.tau(v.tiers, grader.tiers) if grader is not None else None
     tiers = {v.version: v.tiers for v in versions if v.tiers}
     labels = {v.version: f"v{v.version} · {v.user.get_username()}" for v in versions if v.tiers}
     if grader is not None:
@@ -123,10 +124,10 @@ def ranking_history(request, pk):
     a, b = _pair(request.GET, tiers)
     return render(request, "annotation/history.html", {
         "group": group, "batch": group.batch, "versions": versions, "grader": grader, "page": page,
-        "grader_lines": view.tier_lines(grader.tiers) if grader else [],
+        "grader_lines": tier_lines(grader.tiers) if grader else [],
         "choices": sorted(labels.items(), reverse=True), "a": a, "b": b,
         "a_label": labels.get(a), "b_label": labels.get(b),
-        "moves": view.diff_rows(tiers[a], tiers[b]) if a is not None else [],
+        "moves": editor.diff_rows(tiers[a], tiers[b]) if a is not None else [],
         "final_version": final_row.version if final_row else 0,
         "final_is_human": final_row is not None and final_row.tiers is not None,
         "can_revert": has_role(request.user, RESEARCHER),

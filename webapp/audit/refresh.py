@@ -5,7 +5,7 @@ A part is one kind of figures ("agreement", "gradings", "verdicts", "drift") ove
 or every batch, for one grader version (none for the drift). Its row holds the figures as
 JSON, the watermark of the data they were computed from, and `requested_at` while a
 recompute is queued. A write that stales parts (a finished grading, a human ranking, a gold
-mark) calls `figures_stale`: once it commits, the parts' rows are marked requested and one
+mark) calls webapp/work.py's `figures_stale`: once it commits, the parts' rows are marked requested and one
 message goes to the worker, only if none of them was requested already, so a grading run of
 10,000 groups sends one message while the recompute is pending, not one per grading. The
 worker's task recomputes every requested part (webapp.audit.services.figures_refresh) and
@@ -29,11 +29,9 @@ import typing
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerError
 
-from webapp.jobs import AUDIT_FIGURES_TASK, CPU, app
+from webapp import work
 from webapp.models import AuditFigures
 
 log = logging.getLogger(__name__)
@@ -93,25 +91,7 @@ def request(parts: list[tuple[str, int | None, str]], *, stored: set[str]) -> No
          for part in new], ignore_conflicts=True)
     old = [part_key(*part) for part in parts if part_key(*part) in stored]
     if new or (old and AuditFigures.objects.filter(key__in=old, requested_at=None).update(requested_at=now)):
-        transaction.on_commit(refresh_send, robust=True)
-
-
-def figures_stale(batch_id: int, kinds: tuple[str, ...], version: str | None = None) -> None:
-    """After a write that changes the data of parts of these `kinds` over `batch_id` (and so over
-    every batch), of `version` (None: of every version): once it commits, queue a recompute of
-    those that were ever computed (the others are computed when first shown)."""
-    def after_commit():
-        rows = AuditFigures.objects.filter(Q(batch_id=batch_id) | Q(batch=None), kind__in=kinds)
-        if version is not None:
-            rows = rows.filter(version__in=(version, ""))
-        now = timezone.now()
-        newly = rows.filter(requested_at=None).update(requested_at=now)
-        # A recompute already queued or running may have read the data before this write: a
-        # later request makes it run again (see `refreshed`).
-        rows.filter(requested_at__lt=now).update(requested_at=now)
-        if newly:
-            refresh_send()
-    transaction.on_commit(after_commit, robust=True)
+        transaction.on_commit(work.figures_send, robust=True)
 
 
 def requested() -> list[tuple[str, int | None, str]]:
@@ -125,21 +105,8 @@ def refreshed(parts: list[tuple[str, int | None, str]], started: datetime) -> bo
                                 requested_at__lte=started).update(requested_at=None)
     again = AuditFigures.objects.exclude(requested_at=None).exists()
     if again:
-        refresh_send(countdown=REPEAT_AFTER_S)
+        work.figures_send(countdown=REPEAT_AFTER_S)
     return again
-
-
-def refresh_send(countdown: float | None = None) -> bool:
-    """Send the recompute task; False when the broker did not take it (logged: the sweep sends
-    it again)."""
-    try:
-        with app.connection_for_write() as connection:
-            app.send_task(AUDIT_FIGURES_TASK, queue=CPU, countdown=countdown, producer=connection.Producer())
-    except BrokerError as error:
-        log.warning("audit figures: recompute not queued, the sweep sends it again: the broker is unreachable (%s)",
-                    error)
-        return False
-    return True
 
 
 # --- figures as JSON -----------------------------------------------------------------------

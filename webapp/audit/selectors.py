@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.db.models import Count, Exists, OuterRef
 from django.shortcuts import get_object_or_404
 
-from webapp.annotation.editor import tier_lines
+from grading.rankings import tier_lines
 from webapp.models import Annotation, AuditItem, AuditSet, AuditVerdict, Batch, GoldGroup, Grading, Group
 from webapp.rankings import FinalRanking, chain_heads
 from webapp.roles import AUDITOR, RESEARCHER, has_role

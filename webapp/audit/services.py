@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
+from webapp import work
 from webapp.audit import figures, refresh
 from webapp.audit.sampling import Plan
 from webapp.audit.selectors import corrected_ranking, may_audit, verified_ranking
@@ -85,7 +86,7 @@ def gold_mark(*, group: Group, user) -> GoldGroup:
         raise AuditError(f"{group.group_id}: no human ranking to verify; rank the group first")
     row, _ = GoldGroup.objects.update_or_create(
         group=group, defaults={"annotation_version": ranking.version, "marked_by": user, "marked_at": timezone.now()})
-    refresh.figures_stale(group.batch_id, ("drift",))
+    work.figures_stale(group.batch_id, ("drift",))
     return row
 
 
@@ -95,7 +96,7 @@ def gold_unmark(*, group: Group, user) -> bool:
         raise NotAllowed("only auditors and researchers change the gold set")
     deleted, _ = GoldGroup.objects.filter(group=group).delete()
     if deleted:
-        refresh.figures_stale(group.batch_id, ("drift",))
+        work.figures_stale(group.batch_id, ("drift",))
     return bool(deleted)
 
 
@@ -158,5 +159,5 @@ def figures_sweep() -> int:
     lost = AuditFigures.objects.filter(requested_at__lt=now - refresh.LOST_AFTER).update(requested_at=now)
     if lost:
         log.info("audit figures: %d parts requested over a minute ago, sending the recompute again", lost)
-        refresh.refresh_send()
+        work.figures_send()
     return lost

@@ -32,10 +32,9 @@ from grading.rollouts import (
     RolloutFormatError,
     legacy_content_hash,
 )
+from webapp import work
 from webapp.bulk import insert_rows
-from webapp.html.renders import render_after_commit
 from webapp.models import Batch, Group, Trajectory, Transcript
-from webapp.search.services import index_after_commit
 
 CHUNK_SIZE = 2000
 BATCH_NAME_MAX_CHARS = Batch._meta.get_field("name").max_length
@@ -128,8 +127,8 @@ def batch_import(
             _refresh_counts(batch, writer.touched_group_pks)
             batch.sources = batch.sources + names
             batch.save()
-            render_after_commit(batch.pk)  # the group pages of the new trajectories, ahead of the first visit
-            index_after_commit(batch)  # search in the new trajectories: a worker indexes them
+            work.renders_stale(batch.pk)  # the group pages of the new trajectories, ahead of the first visit
+            work.search_stale(batch.pk)  # search in the new trajectories: a worker indexes them
     return ImportResult(
         batch=batch,
         created=created,

@@ -7,8 +7,8 @@ the claim, and renames that folder into place and marks the row done only while
 the claim holds. So a second delivery claims nothing, a failure leaves no half
 file, and a worker that was lost leaves a running row that the sweep queues again
 (its half-built folder removed) until the attempts run out; a build past its soft
-time limit is queued again the same way. A queued export whose message a lost
-worker had taken, or a broker forgot, is sent again by the sweep (webapp/leases.py).
+time limit is queued again the same way. The claim, the lease and the sweep are
+those of every kind of claimed work (webapp/work.py, `EXPORTS`).
 
 An advantages export waits for its batch's grading (`advantages_ready`): launched
 while a grading is queued or running it is refused, unless `allow_ungraded`; its
@@ -21,27 +21,21 @@ import hashlib
 import json
 import logging
 import shutil
-import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import timedelta
 from importlib.metadata import version
 from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import connection, transaction
-from django.db.models import F
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerError
 
 from grading.advantages import LABELS
+from webapp import work
 from webapp.advantages import SOURCES, parse_advantage_config
 from webapp.exports.advantages import DATA_FILE, FORMATS, SCHEMA, Progress, write_counted, writer_version
 from webapp.exports.selectors import advantages_ready, exports_root, unfinished_gradings
-from webapp.jobs import CPU, EXPORT_TASK, app
-from webapp.leases import LOST_AFTER_S, idle_queues, lease_expiry, lease_renewed
+from webapp.jobs import CPU, EXPORT_TASK
 from webapp.models import Batch, Export
 from webapp.rankings import UNRESTRICTED, Viewer
 from webapp.roles import may_export
@@ -53,6 +47,11 @@ ACTIVE = (QUEUED, RUNNING)
 ADVANTAGES, SFT = Export.Kind.ADVANTAGES, Export.Kind.SFT
 MANIFEST = "manifest.json"
 ERROR_CHARS = 4000
+
+
+EXPORTS = work.Claimed(kind="export", model=Export, task=EXPORT_TASK,
+                       messages=lambda pks: [{"export_id": pk} for pk in pks],
+                       on_lost=lambda pk, token: remove_half_built(pk, token), reset={"rows_done": 0})
 
 
 class ExportError(ValueError):
@@ -114,7 +113,7 @@ def export_launch(*, batch: Batch, kind: str, format: str, config: Mapping, user
             return running
         export = Export.objects.create(batch=batch, kind=kind, format=format, config=config, created_by=user,
                                        queued_at=timezone.now())
-        transaction.on_commit(lambda: export_send(export.pk), robust=True)
+        work.send_claimed_after_commit(EXPORTS, [(export.pk, CPU)])
     return export
 
 
@@ -133,28 +132,11 @@ def refuse_while_grading(batch: Batch) -> None:
         "left ungraded")
 
 
-def export_send(export_id: int) -> bool:
-    """Send the message of a queued export and mark it sent; False when the broker did not
-    take it (logged: the export stays unsent and the sweep sends it once the broker is back)."""
-    try:
-        # A connection for this message, from the app's configuration as it is now.
-        with app.connection_for_write() as broker:
-            app.send_task(EXPORT_TASK, kwargs={"export_id": export_id}, queue=CPU, producer=broker.Producer())
-    except BrokerError as error:
-        log.warning("export %s waits for the sweep to send it: the broker is unreachable (%s)", export_id, error)
-        return False
-    Export.objects.filter(pk=export_id, status=QUEUED).update(sent_at=timezone.now())
-    return True
-
-
 def export_build(export_id: int) -> None:
     """In a worker: claim the export if it is still queued, build its files, finish it."""
-    token = uuid.uuid4().hex
+    token = work.new_token()
     now = timezone.now()
-    claimed = Export.objects.filter(pk=export_id, status=QUEUED).update(
-        status=RUNNING, claim_token=token, claimed_at=now, lease_expires_at=lease_expiry(now), started_at=now,
-        attempts=F("attempts") + 1, rows_done=0)
-    if not claimed:
+    if not work.claim(EXPORTS, [export_id], token, now, started_at=now, rows_done=0):
         return
     export = Export.objects.select_related("batch", "created_by").get(pk=export_id)
     mine = Export.objects.filter(pk=export_id, status=RUNNING, claim_token=token)
@@ -163,13 +145,13 @@ def export_build(export_id: int) -> None:
         if not mine.update(rows_done=done, rows_total=total):
             raise ClaimLost
 
-    work = exports_root() / f"{export.pk}.{token}.tmp"
+    building = exports_root() / f"{export.pk}.{token}.tmp"
     try:
-        with lease_renewed(lambda: mine, f"export-lease-{token[:8]}"):
+        with work.lease_renewed(EXPORTS, lambda: mine, f"export-lease-{token[:8]}"):
             files = export_files(batch=export.batch, kind=export.kind, format=export.format, config=export.config,
-                                 folder=work, export_id=export.pk, created_by=export.created_by,
+                                 folder=building, export_id=export.pk, created_by=export.created_by,
                                  viewer=_viewer(export), on_progress=progress)
-        _finish(export, token, work, files)
+        _finish(export, token, building, files)
     except ClaimLost:
         log.warning("export %s: claim lost while building; its result is dropped", export_id)
     except SoftTimeLimitExceeded:
@@ -177,15 +159,18 @@ def export_build(export_id: int) -> None:
         # limit may have struck in the middle of a query (psycopg then refuses the next one):
         # the row is written on a fresh connection.
         connection.close()
-        why = f"ran past its soft time limit ({settings.GAGAR_EXPORT_SOFT_TIME_LIMIT} s)"
+        why = f"ran past its soft time limit ({work.setting(EXPORTS.kind, 'SOFT_TIME_LIMIT')} s)"
         log.warning("export %s: attempt %s %s", export_id, export.attempts, why)
-        if _attempt_lost(export.pk, token, export.attempts, why, timezone.now()) == QUEUED:
-            export_send(export.pk)
+        if work.attempt_lost(EXPORTS, export.pk, token, why, timezone.now()) == QUEUED:
+            try:
+                work.send_claimed(EXPORTS, [(export.pk, CPU)])
+            except work.BrokerUnavailable as error:
+                log.warning("export %s waits for the sweep to send it: %s", export_id, error)
     except Exception as error:  # whatever broke the build, the row says so and no file is left
         log.exception("export %s failed", export_id)
         mine.update(status=FAILED, error=_message(error), finished_at=timezone.now())
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(building, ignore_errors=True)
 
 
 def _finish(export: Export, token: str, work: Path, files: list[dict]) -> None:
@@ -205,20 +190,6 @@ def _viewer(export: Export) -> Viewer:
     """Whom an export's rankings are read for: the researcher who launched it (`may_export`),
     or the operator's view once that account is gone."""
     return Viewer(export.created_by) if export.created_by is not None else UNRESTRICTED
-
-
-def _attempt_lost(pk: int, token: str, attempts: int, why: str, now) -> str:
-    """End attempt `attempts` of the export claimed under `token`, which ended without a
-    result (`why`): queue it again, unsent (the caller or the sweep sends it), or fail it once
-    GAGAR_EXPORT_MAX_ATTEMPTS have been made. Its new status; "" if the claim had moved on."""
-    mine = Export.objects.filter(pk=pk, status=RUNNING, claim_token=token)
-    if attempts >= settings.GAGAR_EXPORT_MAX_ATTEMPTS:
-        failed = mine.update(status=FAILED, finished_at=now, lease_expires_at=None,
-                             error=f"gave up after {attempts} attempts: the last one {why}")
-        return FAILED if failed else ""
-    queued = mine.update(status=QUEUED, claim_token="", queued_at=now, sent_at=None, lease_expires_at=None,
-                         rows_done=0, error=f"attempt {attempts} {why}; queued again")
-    return QUEUED if queued else ""
 
 
 def _message(error: Exception) -> str:
@@ -270,43 +241,11 @@ def _described(path: Path) -> dict:
     return {"name": path.name, "bytes": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
-@dataclass(frozen=True)
-class Sweep:
-    requeued: int  # their lease ran out (the worker is gone): queued again
-    failed: int    # their lease ran out and they had no attempt left
-    sent: int      # messages sent: unsent exports, those whose message was lost, those queued too long
+def exports_sweep(*, resend_after: float | None = None) -> work.Sweep:
+    """The sweep of exports (webapp/work.py's `sweep`): a lost worker's half-built folder goes too."""
+    return work.sweep(EXPORTS, resend_after=resend_after)
 
 
-def exports_sweep(*, resend_after: float | None = None) -> Sweep:
-    """Queue again the running exports whose lease ran out (their worker is gone; its
-    half-built folder is removed), fail those out of attempts, and send the messages of
-    queued exports that have none: unsent ones (the broker was down), those whose message
-    was lost (webapp/leases.py: taken by a worker that died before claiming the export, or
-    forgotten by the broker), and those sent longer than `resend_after` ago
-    (GAGAR_GRADING_RESEND_AFTER)."""
-    resend_after = settings.GAGAR_GRADING_RESEND_AFTER if resend_after is None else resend_after
-    now = timezone.now()
-    requeued, failed = 0, 0
-    expired = Export.objects.filter(status=RUNNING, lease_expires_at__lt=now)
-    for pk, token, attempts in expired.values_list("pk", "claim_token", "attempts"):
-        status = _attempt_lost(pk, token, attempts, "lost its worker", now)
-        requeued += status == QUEUED
-        failed += status == FAILED
-        shutil.rmtree(exports_root() / f"{pk}.{token}.tmp", ignore_errors=True)
-    queued = Export.objects.filter(status=QUEUED)
-    due = queued.filter(sent_at=None) | queued.filter(sent_at__lt=now - timedelta(seconds=resend_after))
-    late = queued.filter(sent_at__lt=now - timedelta(seconds=LOST_AFTER_S))
-    try:
-        if late.exists() and idle_queues({CPU}):
-            due |= late
-    except BrokerError as error:
-        log.warning("export sweep: %d requeued, %d failed; the broker is unreachable (%s)", requeued, failed, error)
-        return Sweep(requeued=requeued, failed=failed, sent=0)
-    sent = 0
-    for pk in due.order_by("pk").values_list("pk", flat=True):
-        if not export_send(pk):
-            break  # the broker is down: the next sweep tries again
-        sent += 1
-    if requeued or failed or sent:
-        log.warning("export sweep: %d requeued, %d failed, %d sent", requeued, failed, sent)
-    return Sweep(requeued=requeued, failed=failed, sent=sent)
+def remove_half_built(pk: int, token: str) -> None:
+    """What a lost worker left of the export it was building under `token`."""
+    shutil.rmtree(exports_root() / f"{pk}.{token}.tmp", ignore_errors=True)

@@ -7,12 +7,11 @@ renews while it grades) and writes the result only while that claim holds, so
 a duplicate delivery finds nothing to claim and a late finisher whose row was
 swept and regraded writes nothing.
 
-The rows are also the outbox: a queued grading whose message the broker has not
-taken has no `sent_at`. Messages go out once the transaction that queued them
-commits; if the broker is down they stay unsent, and the sweep sends them. The
-sweep also re-queues running gradings whose lease ran out (their worker is gone)
-and re-sends the messages that were lost (webapp/leases.py: a broker restarted
-without persistence, a worker that died holding a message it had not started).
+The rows are also the outbox, and the claim, the lease and the sweep are those of
+every kind of claimed work (webapp/work.py, `GRADINGS`): messages go out once the
+transaction that queued them commits; if the broker is down they stay unsent, and
+the sweep sends them, queues again the running gradings whose lease ran out, and
+sends again the messages that were lost.
 
 A cancelled run (`grading_run_cancel`) cancels its queued gradings at once: a
 worker claims only queued rows, and the sweep sends only queued ones, so their
@@ -26,22 +25,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from datetime import timedelta
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerError
 
 from grading.profiles import QUEUES, Profile, ProfileError, load_profiles
+from webapp import work
 from webapp.bulk import insert_rows
 from webapp.grading import sql
-from webapp.jobs import GPU, GRADE_TASK, app
-from webapp.leases import LOST_AFTER_S, idle_queues
+from webapp.jobs import GPU, GRADE_TASK
 from webapp.models import Batch, Grading, GradingRun, Group
 
 log = logging.getLogger(__name__)
@@ -51,16 +47,16 @@ QUEUED, RUNNING, DONE, FAILED, CANCELLED = (Grading.Status.QUEUED, Grading.Statu
 ACTIVE = (QUEUED, RUNNING)
 # A launch of at least this many gradings refreshes PostgreSQL's statistics of the table.
 ANALYZE_AFTER = 1000
-# Gradings marked sent per UPDATE: SQLite takes up to 32766 parameters in a statement.
-MARK_CHUNK = 5000
+
+
+GRADINGS = work.Claimed(kind="grading", model=Grading, task=GRADE_TASK,
+                        messages=work.chunked_ids("grading_ids", "grading"), queue_lookup="run__queue",
+                        limit_field="attempt_limit",
+                        cancelled=Q(run__cancelled_at__isnull=False), cancelled_why="its run was cancelled")
 
 
 class LaunchError(ValueError):
     """A launch that cannot start: unknown grader, bad configuration."""
-
-
-class BrokerUnavailable(Exception):
-    """The broker did not take the messages: their gradings stay unsent, for the sweep."""
 
 
 def grader_profile(grader: str, config: dict | None = None, *, queue: str | None = None) -> Profile:
@@ -98,9 +94,13 @@ class Launch:
     queued: int
     skipped: int
     active_run: GradingRun | None = None  # the latest run still grading skipped groups
-    # Why the messages are not sent yet (the broker is down; the sweep sends them once it is
-    # back), or "": set when the transaction that queued the gradings commits.
-    broker_error: str = ""
+    sending: work.Sending = field(default_factory=work.Sending)
+
+    @property
+    def broker_error(self) -> str:
+        """Why the messages are not sent yet (the broker is down; the sweep sends them once it
+        is back), or "": known once the transaction that queued the gradings commits."""
+        return self.sending.broker_error
 
 
 def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, user=None,
@@ -140,128 +140,18 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
                           active_run=None if active is None else GradingRun.objects.get(pk=active))
         run = GradingRun.objects.create(batch=batch, grader=grader, config=config,
                                         queue=profile.queue, created_by=user)
-        template = Grading(run=run, queued_at=timezone.now(), attempt_limit=settings.GAGAR_GRADING_MAX_ATTEMPTS)
+        template = Grading(run=run, queued_at=timezone.now(), attempt_limit=work.setting(GRADINGS.kind, "MAX_ATTEMPTS"))
         row = {f.attname: getattr(template, f.attname) for f in Grading._meta.concrete_fields if not f.primary_key}
         ids = insert_rows(Grading, [{**row, "group_id": pk} for pk in group_pks])
         if len(ids) >= ANALYZE_AFTER:
             transaction.on_commit(sql.analyze_gradings, robust=True)
-        launch = Launch(run=run, queued=len(ids), skipped=len(busy))
-
-        def send():
-            launch.broker_error = send_committed([(pk, run.queue) for pk in ids])
-
-        transaction.on_commit(send, robust=True)
-    return launch
+        return Launch(run=run, queued=len(ids), skipped=len(busy),
+                      sending=work.send_claimed_after_commit(GRADINGS, [(pk, run.queue) for pk in ids]))
 
 
-def enqueue(grading_ids: Sequence[int], queue: str, *, countdown: float | None = None) -> int:
-    """Send `grading_ids` to `queue` in tasks of GAGAR_GRADING_CHUNK ids; return how many tasks."""
-    chunk = max(1, settings.GAGAR_GRADING_CHUNK)
-    tasks = 0
-    with app.connection_for_write() as connection:
-        producer = connection.Producer()
-        for start in range(0, len(grading_ids), chunk):
-            app.send_task(GRADE_TASK, kwargs={"grading_ids": list(grading_ids[start:start + chunk])},
-                          queue=queue, countdown=countdown, producer=producer)
-            tasks += 1
-    return tasks
-
-
-def gradings_send(gradings: Iterable[tuple[int, str]], *, countdown: float | None = None) -> int:
-    """Send the messages of `gradings`, (pk, queue) pairs, and mark the queued ones sent;
-    return how many. Raises BrokerUnavailable if the broker does not take them: those not
-    sent stay unsent, and the sweep sends them."""
-    by_queue: dict[str, list[int]] = defaultdict(list)
-    for pk, queue in gradings:
-        by_queue[queue].append(pk)
-    due = timezone.now() + timedelta(seconds=countdown or 0)
-    for queue, ids in by_queue.items():
-        ids.sort()
-        try:
-            enqueue(ids, queue, countdown=countdown)
-        except BrokerError as error:
-            raise BrokerUnavailable(f"the broker is unreachable ({error})") from error
-        for start in range(0, len(ids), MARK_CHUNK):
-            Grading.objects.filter(pk__in=ids[start:start + MARK_CHUNK], status=QUEUED).update(sent_at=due)
-    return sum(len(ids) for ids in by_queue.values())
-
-
-def send_committed(gradings: Sequence[tuple[int, str]], *, countdown: float | None = None) -> str:
-    """`gradings_send` for a transaction.on_commit callback: a broker outage is logged, not
-    raised (the gradings are committed and the sweep sends them); return why, or ""."""
-    try:
-        gradings_send(gradings, countdown=countdown)
-    except BrokerUnavailable as error:
-        log.warning("%d gradings wait for the sweep to send them: %s", len(gradings), error)
-        return str(error)
-    return ""
-
-
-# --- sweep and retry ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Sweep:
-    requeued: int  # their lease ran out (the worker is gone): queued again
-    failed: int    # their lease ran out and they had no attempt left
-    sent: int      # messages sent: unsent gradings, and those whose message was lost or overdue
-    broker_error: str = ""  # why some were not sent (they wait for the next sweep)
-    unsent: int = 0  # how many wait to be sent
-
-
-def gradings_sweep(*, resend_after: float | None = None) -> Sweep:
-    """Re-queue running gradings whose lease ran out (fail those out of attempts), then send
-    the messages of queued gradings that have none: unsent ones, those whose queue the broker
-    lost, and those queued longer than `resend_after` (GAGAR_GRADING_RESEND_AFTER)."""
-    resend_after = settings.GAGAR_GRADING_RESEND_AFTER if resend_after is None else resend_after
-    now = timezone.now()
-    requeued, failed = _requeue_expired(now)
-    queued = Grading.objects.filter(status=QUEUED)
-    unsent = list(queued.filter(sent_at=None).values_list("pk", "run__queue"))
-    overdue = queued.filter(sent_at__lt=now - timedelta(seconds=resend_after))
-    late = queued.filter(sent_at__lt=now - timedelta(seconds=LOST_AFTER_S))
-    try:
-        lost = _idle_queues(set(late.values_list("run__queue", flat=True).distinct()))
-        resend = list((overdue | late.filter(run__queue__in=lost)).values_list("pk", "run__queue"))
-        sent = gradings_send(unsent + resend)
-    except BrokerUnavailable as error:
-        waiting = queued.filter(sent_at=None).count()
-        log.warning("sweep: %d requeued, %d failed; %d wait to be sent: %s", requeued, failed, waiting, error)
-        return Sweep(requeued=requeued, failed=failed, sent=0, broker_error=str(error), unsent=waiting)
-    if requeued or failed or sent:
-        log.warning("sweep: %d requeued, %d failed, %d sent", requeued, failed, sent)
-    return Sweep(requeued=requeued, failed=failed, sent=sent)
-
-
-def _requeue_expired(now) -> tuple[int, int]:
-    """Queue again (unsent) the running gradings whose lease ran out, or fail those with no
-    attempt left; return how many of each."""
-    requeued = failed = 0
-    expired = (Grading.objects.filter(status=RUNNING, lease_expires_at__lt=now)
-               .values_list("pk", "claim_token", "attempts", "attempt_limit"))
-    for pk, token, attempts, limit in expired:
-        mine = Grading.objects.filter(pk=pk, status=RUNNING, claim_token=token)
-        if attempts >= limit:
-            failed += mine.update(status=FAILED, finished_at=now, lease_expires_at=None,
-                                  error=f"gave up after {attempts} attempts: the last one lost its worker")
-            continue
-        # One statement checks the run's cancel mark and queues: see grading_run_cancel.
-        again = mine.filter(run__cancelled_at=None).update(
-            status=QUEUED, claim_token="", queued_at=now, sent_at=None, lease_expires_at=None,
-            error=f"attempt {attempts} lost its worker; queued again by the sweep")
-        requeued += again
-        if not again:
-            mine.update(status=CANCELLED, finished_at=now, lease_expires_at=None,
-                        error="its run was cancelled and its worker was lost")
-    return requeued, failed
-
-
-def _idle_queues(queues: set[str]) -> set[str]:
-    """`idle_queues`, with BrokerUnavailable when the broker is unreachable."""
-    try:
-        return idle_queues(queues)
-    except BrokerError as error:
-        raise BrokerUnavailable(f"the broker is unreachable ({error})") from error
+def gradings_sweep(*, resend_after: float | None = None) -> work.Sweep:
+    """The sweep of gradings (webapp/work.py's `sweep`)."""
+    return work.sweep(GRADINGS, resend_after=resend_after)
 
 
 def grading_run_cancel(*, run: GradingRun, user) -> int:
@@ -286,12 +176,6 @@ def gradings_retry_failed(*, batch: Batch) -> Launch:
         now = timezone.now()
         Grading.objects.filter(pk__in=[pk for pk, _ in rows], status=FAILED).update(
             status=QUEUED, error="", claim_token="", queued_at=now, sent_at=None, finished_at=None,
-            attempt_limit=F("attempts") + settings.GAGAR_GRADING_MAX_ATTEMPTS,
+            attempt_limit=F("attempts") + work.setting(GRADINGS.kind, "MAX_ATTEMPTS"),
         )
-        retry = Launch(run=None, queued=len(rows), skipped=0)
-
-        def send():
-            retry.broker_error = send_committed(rows)
-
-        transaction.on_commit(send, robust=True)
-    return retry
+        return Launch(run=None, queued=len(rows), skipped=0, sending=work.send_claimed_after_commit(GRADINGS, rows))

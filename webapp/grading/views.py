@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from grading.graders import heuristic
+from grading.rankings import tier_lines
 from webapp.advantages import (
     DEFAULT_FLAG_NAMES,
     advantage_config_update,
@@ -21,7 +22,6 @@ from webapp.advantages import (
     advantage_rows,
     parse_advantage_config,
 )
-from webapp.annotation.editor import tier_lines
 from webapp.cases import group_cases
 from webapp.grading import selectors
 from webapp.grading.forms import AdvantageConfigForm, CancelForm, LaunchForm

@@ -21,7 +21,6 @@ import functools
 import json
 import logging
 import random
-import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,18 +28,16 @@ from datetime import datetime
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import InterfaceError, OperationalError, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from grading.cases import Grade, GraderError, GroupCase
 from grading.graders.base import Grader
 from grading.profiles import Profile, build_grader
 from grading.rankings import InvalidRanking, validate_ranking
-from webapp.audit.refresh import figures_stale
+from webapp import work
 from webapp.cases import cases
-from webapp.grading import services as grading_services
 from webapp.grading import sql
-from webapp.leases import lease_expiry, lease_renewed
+from webapp.grading.services import GRADINGS
 from webapp.models import Grading, GradingRun, GradingTranscript
 from webapp.triage import triage_refresh
 
@@ -86,7 +83,7 @@ class _Claim:
 
 def gradings_process(*, grading_ids: Sequence[int]) -> Processed:
     """Claim the queued ones among `grading_ids`, grade them, write the results."""
-    token = uuid.uuid4().hex
+    token = work.new_token()
     result = Processed()
     by_run: dict[int, list[_Claim]] = defaultdict(list)
     for claim in _claim(grading_ids, token):
@@ -94,7 +91,8 @@ def gradings_process(*, grading_ids: Sequence[int]) -> Processed:
         result.claimed.append(claim.pk)
     if not by_run:
         return result
-    with lease_renewed(lambda: Grading.objects.filter(status=RUNNING, claim_token=token), f"lease-{token[:8]}"):
+    with work.lease_renewed(GRADINGS, lambda: Grading.objects.filter(status=RUNNING, claim_token=token),
+                       f"lease-{token[:8]}"):
         for claims in by_run.values():
             try:
                 _process_run(claims, token, result)
@@ -112,10 +110,7 @@ def _claim(grading_ids: Sequence[int], token: str) -> list[_Claim]:
     now = timezone.now()
     with transaction.atomic():
         sql.relax_commit()
-        claimed = Grading.objects.filter(pk__in=grading_ids, status=QUEUED).update(
-            status=RUNNING, attempts=F("attempts") + 1, claim_token=token, claimed_at=now,
-            lease_expires_at=lease_expiry(now), finished_at=None,
-        )
+        claimed = work.claim(GRADINGS, grading_ids, token, now, finished_at=None)
         if not claimed:
             return []
         # The token is new: the rows that carry it are the ones just claimed.
@@ -215,7 +210,8 @@ def _write(claims: list[_Claim], views: list, outcomes: list, token: str, result
                 error=f"attempt {claim.attempts} failed, retrying: {_message(error)}")
             if wrote:
                 result.retrying.append(claim.pk)
-                _send_retry(claim.pk, run.queue, _backoff(claim.attempts))
+                work.send_claimed_after_commit(GRADINGS, [(claim.pk, run.queue)],
+                                               countdown=_backoff(claim.attempts))
                 continue
             wrote = mine.filter(pk=claim.pk).update(
                 status=CANCELLED, finished_at=now, lease_expires_at=None,
@@ -233,12 +229,7 @@ def _write(claims: list[_Claim], views: list, outcomes: list, token: str, result
             if wrote:
                 _keep_transcript(claim, error)
         if version := run.grader_version or (done[0][1].version if done else ""):  # its audit dashboard figures
-            figures_stale(run.batch_id, ("agreement", "gradings", "drift"), version)
-
-
-def _send_retry(pk: int, queue: str, countdown: float) -> None:
-    # A function of its own: a lambda in `_write`'s loop would send the loop's last grading.
-    transaction.on_commit(lambda: grading_services.send_committed([(pk, queue)], countdown=countdown), robust=True)
+            work.figures_stale(run.batch_id, ("agreement", "gradings", "drift"), version)
 
 
 def _keep_transcript(claim: _Claim, outcome) -> None:

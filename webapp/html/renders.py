@@ -10,7 +10,8 @@ Why no outbox and no claim (as gradings and exports have): a render is a
 cache. A lost message costs only what the first visit of a group costs
 without the store, two workers rendering the same patch store it once
 (the insert ignores a conflict), and there is nothing to resend; so the
-message is sent once the import commits, and a broker outage is logged.
+message is sent once the import commits (webapp/work.py, `renders_stale`),
+and a broker outage is logged.
 
 Cleanup: a render is keyed by the digest of the patch text and shared by
 every batch that holds that text; `BatchPatch` records which batch holds
@@ -27,7 +28,6 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
-from kombu.exceptions import OperationalError as BrokerError
 
 from grading.diffs import FileDiff, ParsedPatch
 from webapp.html.patches import (
@@ -39,7 +39,6 @@ from webapp.html.patches import (
     render_patch,
     size_of,
 )
-from webapp.jobs import CPU, RENDER_TASK, app
 from webapp.models import Batch, BatchPatch, Group, PatchRender, Trajectory
 
 log = logging.getLogger(__name__)
@@ -104,23 +103,6 @@ def _store(fresh: dict[str, RenderedPatch], *, lazy: bool, batch_id: int, held: 
 
 
 # --- the worker's side --------------------------------------------------------------
-
-def render_after_commit(batch_id: int) -> None:
-    """Once the transaction in progress commits, have a worker render the batch's patches."""
-    transaction.on_commit(lambda: render_send(batch_id), robust=True)
-
-
-def render_send(batch_id: int) -> bool:
-    """Send the message; False when the broker did not take it (logged: the batch's
-    patches are then rendered by the first visit of each group)."""
-    try:
-        with app.connection_for_write() as connection:
-            app.send_task(RENDER_TASK, kwargs={"batch_id": batch_id}, queue=CPU, producer=connection.Producer())
-    except BrokerError as error:
-        log.warning("batch %s: patches render on first view: the broker is unreachable (%s)", batch_id, error)
-        return False
-    return True
-
 
 def _unique(texts: Iterable[str]) -> Iterator[tuple[str, str]]:
     seen = set()

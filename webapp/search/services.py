@@ -5,7 +5,7 @@ A worker writes the entries after each import commits (`batch_index`), not the i
 itself: a trigram index costs time per character indexed, which made PostgreSQL imports
 four times slower. So the index of a batch may be incomplete for a while; its
 SearchState row says how far it got, and the search page says so. The import sends the
-message once it commits (`index_after_commit`); the periodic sweep sends it again for a
+message once it commits (webapp/work.py, `search_stale`); the periodic sweep sends it again for a
 batch whose index is incomplete and that nothing moved for RESEND_AFTER_S (the broker
 was down, lost the message, or the worker died). A worker indexes the trajectories past
 the state's `indexed_through`, CHUNK_TRAJECTORIES at a time, committing the entries and
@@ -26,11 +26,10 @@ from typing import NamedTuple
 from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
-from kombu.exceptions import OperationalError as BrokerError
 
+from webapp import work
 from webapp.html.transcripts import message_parts
-from webapp.jobs import CPU, SEARCH_INDEX_TASK, app
-from webapp.models import Batch, Group, SearchState, Trajectory
+from webapp.models import Group, SearchState, Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -93,30 +92,6 @@ def insert_entries(entries: Iterable[Entry]) -> None:
                                    chunk)
 
 
-# --- the import's side --------------------------------------------------------------
-
-def index_after_commit(batch: Batch) -> None:
-    """In the import's transaction: give the batch its index state (nothing indexed yet, the
-    first import), and once the transaction commits, have a worker index the new rows."""
-    SearchState.objects.get_or_create(batch=batch)
-    batch_id = batch.pk
-    transaction.on_commit(lambda: index_send(batch_id), robust=True)
-
-
-def index_send(batch_id: int) -> bool:
-    """Send the message and record when; False when the broker did not take it (logged: the
-    sweep sends it once the broker is back)."""
-    try:
-        with app.connection_for_write() as broker:
-            app.send_task(SEARCH_INDEX_TASK, kwargs={"batch_id": batch_id}, queue=CPU, producer=broker.Producer())
-    except BrokerError as error:
-        log.warning("batch %s: not indexed for search yet: the broker is unreachable (%s); the sweep sends it later",
-                    batch_id, error)
-        return False
-    SearchState.objects.filter(batch_id=batch_id).update(sent_at=timezone.now())
-    return True
-
-
 # --- the worker's side --------------------------------------------------------------
 
 def batch_index(batch_id: int) -> int:
@@ -166,7 +141,10 @@ def index_sweep(*, resend_after: float = RESEND_AFTER_S) -> int:
                .filter(Q(sent_at=None) | Q(sent_at__lt=cutoff)).filter(Q(indexed_at=None) | Q(indexed_at__lt=cutoff)))
     sent = 0
     for batch_id in stalled.order_by("batch_id").values_list("batch_id", flat=True):
-        if not index_send(batch_id):
+        try:
+            work.search_send(batch_id)
+        except work.BrokerUnavailable as error:
+            log.warning("search sweep: %d batches sent, the others wait: %s", sent, error)
             break
         sent += 1
     if sent:

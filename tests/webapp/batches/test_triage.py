@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def no_broker(monkeypatch):
     # the gradings are processed by the worker's own code in the test's process
-    monkeypatch.setattr("webapp.grading.services.enqueue", lambda *a, **k: 0)
+    monkeypatch.setattr("webapp.work.enqueue", lambda *a, **k: 0)
 
 
 def _row(group_id):

@@ -44,7 +44,7 @@ class CancelsMidway(HeuristicGrader):
 def sent(monkeypatch):
     """The grading ids sent to the broker, instead of a broker."""
     ids = []
-    monkeypatch.setattr("webapp.grading.services.enqueue", lambda pks, queue, **kw: ids.extend(pks))
+    monkeypatch.setattr("webapp.work.enqueue", lambda work, pks, queue, **kw: ids.extend(pks))
     return ids
 
 
@@ -106,7 +106,7 @@ def test_a_running_grading_whose_worker_is_lost_is_cancelled_not_queued_again(tm
     sweep = gradings_sweep()
     lost.refresh_from_db()
     assert (sweep.requeued, lost.status, lost.claim_token) == (0, CANCELLED, "gone")
-    assert lost.error == "its run was cancelled and its worker was lost" and lost.lease_expires_at is None
+    assert lost.error == "its run was cancelled and its attempt 1 lost its worker" and lost.lease_expires_at is None
     assert batch_grading_status(batch, viewer=UNRESTRICTED)[0].state == "cancelled"
 
 

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def no_broker(monkeypatch):
-    monkeypatch.setattr("webapp.grading.services.enqueue", lambda *a, **k: 0)
+    monkeypatch.setattr("webapp.work.enqueue", lambda *a, **k: 0)
 
 
 def test_grade_queues_the_mixed_groups(sample_batch, capsys):
@@ -67,10 +67,10 @@ def test_sweep_gradings_sends_an_export_whose_message_never_went_out(sample_batc
 
 @pytest.mark.django_db(transaction=True)  # the launch's messages go out on commit
 def test_grade_wait_says_who_cancelled_the_run_and_exits_3(sample_batch, researcher, monkeypatch, capsys):
-    def cancel_once_sent(grading_ids, queue, **options):  # a researcher cancels as soon as the run starts
+    def cancel_once_sent(work, grading_ids, queue, **options):  # a researcher cancels as soon as the run starts
         grading_run_cancel(run=Grading.objects.get(pk=grading_ids[0]).run, user=researcher)
 
-    monkeypatch.setattr("webapp.grading.services.enqueue", cancel_once_sent)
+    monkeypatch.setattr("webapp.work.enqueue", cancel_once_sent)
     with pytest.raises(CommandError) as error:
         call_command("grade", batch="sample", wait=True, timeout=10)
     run = GradingRun.objects.get()

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def no_broker(monkeypatch):
     # gradings_process below is the worker's own code, run in the test's process
-    monkeypatch.setattr("webapp.grading.services.enqueue", lambda *a, **k: 0)
+    monkeypatch.setattr("webapp.work.enqueue", lambda *a, **k: 0)
 
 
 def graded(batch, group):

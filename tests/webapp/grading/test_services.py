@@ -23,11 +23,11 @@ def sent(monkeypatch):
     """The messages services send: (grading ids, queue, countdown), instead of a broker."""
     messages = []
 
-    def enqueue(ids, queue, *, countdown=None):
+    def enqueue(work, ids, queue, *, countdown=None):
         messages.append((list(ids), queue, countdown))
         return 1
 
-    monkeypatch.setattr("webapp.grading.services.enqueue", enqueue)
+    monkeypatch.setattr("webapp.work.enqueue", enqueue)
     return messages
 
 
@@ -181,7 +181,7 @@ def test_the_sweep_requeues_expired_leases_fails_those_out_of_attempts_and_sends
     assert (sweep.requeued, sweep.failed, sweep.sent, sweep.broker_error) == (1, 1, 2, "")
     expired.refresh_from_db(), spent.refresh_from_db(), alive.refresh_from_db(), unsent.refresh_from_db()
     assert (expired.status, expired.claim_token) == (QUEUED, "")
-    assert expired.error == "attempt 1 lost its worker; queued again by the sweep"
+    assert expired.error == "attempt 1 lost its worker; queued again"
     assert spent.status == FAILED and spent.error == "gave up after 3 attempts: the last one lost its worker"
     assert (alive.status, alive.claim_token) == (RUNNING, "z")
     assert expired.sent_at and unsent.sent_at

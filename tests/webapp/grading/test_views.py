@@ -19,7 +19,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 @pytest.fixture(autouse=True)
 def no_broker(monkeypatch):
     sent = []
-    monkeypatch.setattr("webapp.grading.services.enqueue", lambda ids, queue, **kw: sent.append(list(ids)))
+    monkeypatch.setattr("webapp.work.enqueue", lambda work, ids, queue, **kw: sent.append(list(ids)))
     return sent
 
 
