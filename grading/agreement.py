@@ -1,6 +1,5 @@
 """Agreement between two rankings of the same trajectories, and over many groups;
-agreement among several annotators; calibration of a grader's confidence; position
-bias. docs/audit.md defines each measure.
+agreement among several annotators; position bias. docs/audit.md defines each measure.
 
 A ranking is tiers, best first: ``(("b",), ("a", "c"))`` ranks b above a and
 c, which are tied. Measures compare the items both rankings contain.
@@ -334,48 +333,6 @@ def krippendorff_alpha_ordinal(groups: Sequence[Mapping[str, Tiers]]) -> float |
     if not expected:
         return None
     return 1 - (total - 1) * float((coincidences * distance).sum()) / expected
-
-
-# --- calibration of a grader's confidence against human verdicts --------------------
-
-
-@dataclass(frozen=True)
-class Bin:
-    low: float
-    high: float  # exclusive, but for the last bin, which holds 1.0
-    n: int
-    mean_confidence: float | None  # None when the bin is empty
-    accuracy: float | None
-
-
-@dataclass(frozen=True)
-class Calibration:
-    rows: list[Bin]
-    ece: float | None  # None without data
-
-
-def calibration(confidences: Sequence[float], correct: Sequence[bool], bins: int = 10) -> Calibration:
-    """Reliability table over `bins` equal-width confidence bins on [0, 1], and the
-    expected calibration error: the mean over all judgements of |accuracy - mean
-    confidence| of their bin, i.e. sum_b (n_b / N) |acc_b - conf_b|."""
-    if len(confidences) != len(correct):
-        raise ValueError(f"{len(confidences)} confidences but {len(correct)} verdicts")
-    if bins < 1:
-        raise ValueError(f"bins must be at least 1, got {bins}")
-    conf = np.asarray(confidences, dtype=np.float64)
-    if not np.all((conf >= 0) & (conf <= 1)):
-        raise ValueError(f"confidences must lie in [0, 1], got {conf[~((conf >= 0) & (conf <= 1))][0]}")
-    hits = np.asarray(correct, dtype=np.float64)
-    edges = [i / bins for i in range(bins + 1)]
-    index = np.minimum(np.searchsorted(edges, conf, side="right") - 1, bins - 1)
-    rows = []
-    for b in range(bins):
-        inside = index == b
-        n = int(inside.sum())
-        rows.append(Bin(edges[b], edges[b + 1], n, float(conf[inside].mean()) if n else None,
-                        float(hits[inside].mean()) if n else None))
-    ece = sum(r.n * abs(r.accuracy - r.mean_confidence) for r in rows if r.n) / conf.size if conf.size else None
-    return Calibration(rows, ece)
 
 
 # --- position bias -----------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""The grader dashboard in a real browser: "computing" until the worker's first recompute, then
-charts above their tables, readable with JavaScript off as on, and the drift warning for a
-version that ranks the gold set worse."""
+"""The grader dashboard in a real browser: "computing" until the worker's first recompute, when
+the page shows the figures by itself (no reload by hand), then charts above their tables and
+the drift warning for a version that ranks the gold set worse."""
 
 import pytest
 from playwright.sync_api import expect
@@ -34,10 +34,13 @@ def test_an_auditor_reads_the_dashboard_and_sees_the_drift_warning(page, live_se
     page.click("form.dashboard-pick button[type=submit]")
     expect(page.locator("h1")).to_have_text("Grader dashboard · weekly")
     expect(page.locator("#figures-updating")).to_contain_text("Computing… heuristic-1, agentic-qwen-2")
+    expect(page.locator("#table-agreement tbody td.empty")).to_have_count(1)  # nothing yet
     screenshot(page, "audit-dashboard-00-computing")
-    figures_refresh()  # what the worker does with the request the page queued
-    page.reload()
+    page.evaluate("window.notReloaded = true")  # gone once the page reloads
+    figures_refresh()  # what the worker does with the request the page queued; the page polls for it
     expect(page.locator("#figures-updating")).to_have_count(0)
+    assert page.evaluate("window.notReloaded === undefined")
+    expect(page.locator("#table-agreement tbody tr")).to_have_count(8)  # two versions, four measures
     warning = page.locator("#drift-warning")
     expect(warning).to_contain_text("agentic-qwen-2")
     expect(warning).to_contain_text("below heuristic-1")

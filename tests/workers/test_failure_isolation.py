@@ -62,6 +62,7 @@ def test_a_lost_worker_hands_no_cache_task_to_the_next_one():
     """Killed mid-task (out of memory), a render, an index or a figures recompute is dropped, not
     redelivered into the next worker; their sweeps make up for it. Claimed work is redelivered."""
     from webapp.jobs import AUDIT_FIGURES_TASK, EXPORT_TASK, GRADE_TASK, RENDER_TASK, SEARCH_INDEX_TASK, app
+    from workers import tasks  # noqa: F401 (registers the tasks, whatever ran before)
 
     assert app.conf.task_reject_on_worker_lost
     assert not any(app.tasks[name].reject_on_worker_lost for name in (RENDER_TASK, SEARCH_INDEX_TASK,

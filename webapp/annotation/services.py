@@ -143,7 +143,7 @@ def _insert(*, group: Group, user, independent: bool, based_on_version: int, **f
             if annotation.kind == Annotation.Kind.RANKING:
                 _complete_lease(group, user)
             triage_refresh([group.pk])
-            work.figures_stale(group.batch_id, ("agreement",))  # the audit dashboard's agreement with people
+            work.figures_stale(group.batch_id, ("agreement", "concordance"))  # the dashboard's agreement with people
             return annotation
     except IntegrityError:
         # The constraints back the check: a save based on the same version of this chain landed

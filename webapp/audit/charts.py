@@ -2,6 +2,8 @@
 versions with its interval band, a histogram. Readable without JavaScript; each has a
 <title> and a <desc> for screen readers, and every label is escaped (grader versions are
 user-supplied). The table beneath each chart holds its numbers; a chart only draws them.
+A bar or point says how many groups (or verdicts) it rests on, and one that rests on fewer than
+FEW is drawn hollow and dashed: a mean of one group is a full bar otherwise.
 """
 
 from __future__ import annotations
@@ -11,12 +13,14 @@ from dataclasses import dataclass
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from webapp.audit.figures import COVARIATES, DRIFT_MEASURES, MEASURES, Dashboard
+from webapp.audit.figures import DRIFT_MEASURES, MEASURES, Dashboard
+from webapp.audit.ranking import COVARIATES
 
 WIDTH = 640
 PLOT_TOP, PLOT_BOTTOM = 30, 170  # y of the plot area's top and bottom
 LEFT, RIGHT = 48, WIDTH - 12
 HEIGHT = 240  # labels under the plot
+FEW = 10  # a value over fewer groups than this is drawn apart: its interval says little
 
 
 @dataclass(frozen=True)
@@ -24,13 +28,18 @@ class Bar:
     label: str
     value: float | None  # None: nothing to draw (the table says "undefined")
     interval: tuple[float, float] | None = None
+    n: int | None = None  # the groups (or verdicts) behind it; None: not counted
+
+    @property
+    def few(self) -> bool:
+        return self.n is not None and self.n < FEW
 
 
 def _y(value: float, low: float, high: float) -> float:
     return round(PLOT_BOTTOM - (PLOT_BOTTOM - PLOT_TOP) * (value - low) / (high - low), 2)
 
 
-def _frame(title: str, desc: str, body: str, low: float, high: float, *, css: str) -> SafeString:
+def _frame(title: str, desc: str, body: str, low: float, high: float, *, css: str, few: bool = False) -> SafeString:
     ticks = [low, (low + high) / 2, high]
     axis = format_html_join("", '<line class="chart-grid" x1="{}" x2="{}" y1="{}" y2="{}"/>'
                                 '<text class="chart-tick" x="{}" y="{}" text-anchor="end">{}</text>',
@@ -40,10 +49,16 @@ def _frame(title: str, desc: str, body: str, low: float, high: float, *, css: st
     if low < 0 < high:
         zero = format_html('<line class="chart-zero" x1="{}" x2="{}" y1="{}" y2="{}"/>', LEFT, RIGHT,
                            _y(0, low, high), _y(0, low, high))
+    note = ""
+    if few:
+        note = format_html('<text class="chart-note" x="{}" y="16" text-anchor="end">dashed: n &lt; {}</text>', RIGHT,
+                           FEW)
+        desc += f"; dashed where a value rests on fewer than {FEW} (its n: groups, verdicts or gradings)"
     return format_html(
         '<svg class="chart {}" viewBox="0 0 {} {}" role="img" xmlns="http://www.w3.org/2000/svg">'
-        '<title>{}</title><desc>{}</desc><text class="chart-title" x="{}" y="16">{}</text>{}{}{}</svg>',
-        css, WIDTH, HEIGHT, title, desc, LEFT, title, axis, zero, mark_safe(body))  # noqa: S308 - built with format_html
+        '<title>{}</title><desc>{}</desc><text class="chart-title" x="{}" y="16">{}</text>{}{}{}{}</svg>',
+        css, WIDTH, HEIGHT, title, desc, LEFT, title, note, axis, zero,
+        mark_safe(body))  # noqa: S308 - built with format_html
 
 
 def _label(x: float, text: str) -> str:
@@ -54,7 +69,7 @@ def _label(x: float, text: str) -> str:
 
 def bar_chart(*, title: str, desc: str, bars: list[Bar], low: float = 0.0, high: float = 1.0) -> SafeString:
     """One bar per entry from the baseline (0, or `low` when 0 is outside), with a whisker
-    over its interval."""
+    over its interval and its n above it."""
     step = (RIGHT - LEFT) / max(len(bars), 1)
     base = _y(min(max(0.0, low), high), low, high)
     parts = []
@@ -63,16 +78,23 @@ def bar_chart(*, title: str, desc: str, bars: list[Bar], low: float = 0.0, high:
         centre = x + step / 2
         if bar.value is not None:
             top = _y(bar.value, low, high)
-            parts.append(format_html('<rect class="chart-bar" x="{}" y="{}" width="{}" height="{}">'
-                                     "<title>{}: {}</title></rect>", round(x + step * 0.2, 2), min(top, base),
-                                     round(step * 0.6, 2), round(abs(base - top), 2), bar.label, _value(bar)))
+            parts.append(format_html('<rect class="chart-bar{}" x="{}" y="{}" width="{}" height="{}">'
+                                     "<title>{}: {}</title></rect>", " chart-few" if bar.few else "",
+                                     round(x + step * 0.2, 2), min(top, base), round(step * 0.6, 2),
+                                     round(abs(base - top), 2), bar.label, _value(bar)))
+            if bar.n is not None:
+                above = min(top, base, _y(bar.interval[1], low, high) if bar.interval else base)
+                parts.append(format_html('<text class="chart-n{}" x="{}" y="{}" text-anchor="middle">n={}</text>',
+                                         " chart-few" if bar.few else "", round(centre, 2), round(above - 4, 2),
+                                         bar.n))
         if bar.interval is not None:
             y1, y2 = _y(bar.interval[0], low, high), _y(bar.interval[1], low, high)
             parts.append(format_html('<path class="chart-whisker" d="M{} {}V{}M{} {}h{}M{} {}h{}"/>',
                                      round(centre, 2), y1, y2, round(centre - 5, 2), y1, 10, round(centre - 5, 2),
                                      y2, 10))
         parts.append(_label(centre - step * 0.3, bar.label))
-    return _frame(title, desc, "".join(parts), low, high, css="chart-bars")
+    return _frame(title, desc, "".join(parts), low, high, css="chart-bars",
+                  few=any(bar.few and bar.value is not None for bar in bars))
 
 
 def line_chart(*, title: str, desc: str, points: list[Bar], low: float = -1.0, high: float = 1.0) -> SafeString:
@@ -89,10 +111,11 @@ def line_chart(*, title: str, desc: str, points: list[Bar], low: float = -1.0, h
     if shown:
         parts.append(format_html('<polyline class="chart-line" points="{}"/>',
                                  " ".join(f"{round(x, 2)},{_y(p.value, low, high)}" for x, p in shown)))
-    parts += [format_html('<circle class="chart-point" cx="{}" cy="{}" r="4"><title>{}: {}</title></circle>',
-                          round(x, 2), _y(p.value, low, high), p.label, _value(p)) for x, p in shown]
+    parts += [format_html('<circle class="chart-point{}" cx="{}" cy="{}" r="4"><title>{}: {}</title></circle>',
+                          " chart-few" if p.few else "", round(x, 2), _y(p.value, low, high), p.label, _value(p))
+              for x, p in shown]
     parts += [_label(x - step * 0.3, p.label) for x, p in zip(xs, points, strict=True)]
-    return _frame(title, desc, "".join(parts), low, high, css="chart-line-over")
+    return _frame(title, desc, "".join(parts), low, high, css="chart-line-over", few=any(p.few for _, p in shown))
 
 
 def histogram_chart(*, title: str, desc: str, edges: list[float], counts: list[int]) -> SafeString:
@@ -113,7 +136,8 @@ def histogram_chart(*, title: str, desc: str, edges: list[float], counts: list[i
 
 def _value(bar: Bar) -> str:
     text = f"{bar.value:.3f}"
-    return text + (f" [{bar.interval[0]:.3f}, {bar.interval[1]:.3f}]" if bar.interval else "")
+    text += f" [{bar.interval[0]:.3f}, {bar.interval[1]:.3f}]" if bar.interval else ""
+    return text + (f", n = {bar.n}" if bar.n is not None else "")
 
 
 # --- the dashboard's charts ------------------------------------------------------------------
@@ -124,7 +148,9 @@ def dashboard_charts(d: Dashboard) -> dict[str, list[SafeString]]:
     versions = d.versions
 
     def bars(estimates):
-        return [Bar(label, e.value, e.interval) for label, e in estimates]
+        return [Bar(label, e.value, e.interval, e.n) for label, e in estimates]
+
+    concordance = d.concordance.batches if d.concordance else []
 
     charts: dict[str, list[SafeString]] = {
         "agreement": [bar_chart(title=f"{label} with human rankings", desc=f"{label} per grader version, mean over "
@@ -132,18 +158,29 @@ def dashboard_charts(d: Dashboard) -> dict[str, list[SafeString]]:
                                 else 0.0, bars=bars((v.version.version, getattr(v.ranking.agreement, key))
                                                     for v in versions))
                       for key, label in MEASURES[:3]],
+        "concordance": [bar_chart(title="Agreement among annotators", desc="per batch: Kendall's W and the mean "
+                                  "pairwise tau-b, means over groups with a 95% bootstrap interval, and "
+                                  "Krippendorff's alpha (ordinal) over their trajectories", low=-1.0,
+                                  bars=[bar for c in concordance for bar in (
+                                      Bar(f"{c.batch} · W", c.kendalls_w.value, c.kendalls_w.interval,
+                                          c.kendalls_w.n),
+                                      Bar(f"{c.batch} · tau", c.pairwise_tau.value, c.pairwise_tau.interval,
+                                          c.pairwise_tau.n),
+                                      Bar(f"{c.batch} · alpha", c.alpha, None, c.groups))])]
+                        if concordance else [],
         "proxy": [bar_chart(title="Kendall tau-b with the proxy ranking", desc="proxy: similarity to the reference "
                             "fix, per grader version, with a 95% bootstrap interval", low=-1.0,
                             bars=bars((v.version.version, v.ranking.proxy.kendall_tau) for v in versions))],
         "verdicts": [bar_chart(title="Auditors' verdicts", desc="share of each verdict per grader version, with a "
-                               "95% Wilson interval", bars=[Bar(f"{v.version.version} · {r.label}", r.value, r.interval)
-                                                          for v in versions for r in v.verdicts.verdicts])],
+                               "95% Wilson interval", bars=[Bar(f"{v.version.version} · {r.label}", r.value, r.interval,
+                                                                r.n) for v in versions for r in v.verdicts.verdicts])],
         "categories": [bar_chart(title="Error categories", desc="share of verdicts naming each category, with a 95% "
-                                 "Wilson interval", bars=[Bar(f"{v.version.version} · {r.label}", r.value, r.interval)
-                                                         for v in versions for r in v.verdicts.categories])],
+                                 "Wilson interval", bars=[Bar(f"{v.version.version} · {r.label}", r.value, r.interval,
+                                                               r.n) for v in versions for r in v.verdicts.categories])],
         "failures": [bar_chart(title="Grading failure rate", desc="failed / finished gradings per version, with a "
                                "95% Wilson interval", bars=[Bar(v.version.version, v.ranking.failure.value,
-                                                               v.ranking.failure.interval) for v in versions])],
+                                                               v.ranking.failure.interval, v.ranking.failure.n)
+                                                           for v in versions])],
         "bias": [bar_chart(title=f"Position bias: {label}", desc=f"Spearman rho of rank with {label}, mean over "
                            "groups with a 95% bootstrap interval; positive: larger values rank lower", low=-1.0,
                            bars=bars((v.version.version, v.ranking.bias[key]) for v in versions))

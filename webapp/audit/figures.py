@@ -20,23 +20,30 @@ first run. Per version, over the groups of the selection (one batch, or all):
 - advantages: the distribution of the schedule's factors and of the shift GAGAR makes
   (redistributed advantage − GRPO advantage) under the version's rankings.
 
+And per selection, whatever the versions: the annotators' concordance where they ranked groups
+independently (webapp.audit.concordance), and the gold set's drift.
+
 The figures cost up to seconds over 10,000 groups (bootstrap intervals), so they are stored
 in parts (webapp.audit.refresh: the table AuditFigures, shared by every web process), each
 with the watermark of the data it depends on: per version, its agreement with people (that
 version's gradings: latest finish and count; the latest annotation), its figures from
 gradings and trajectories (that version's gradings; the latest trajectory) and its verdict
-rates (the verdicts' count and latest change); the gold set's drift (every version's
-gradings, the gold set's size and latest mark). The dashboard shows the stored parts: a
-stale one (its watermark is not the data's) as it is, marked "updating", while a worker
-recomputes it (webapp.audit.services.figures_refresh); the verdict rates, cheap, are
-computed in the request. `ranking_figures`, `verdict_figures` and `gold_drift` (the report,
-the worker) return current figures, computing and storing the stale parts.
+rates (the verdicts' count and latest change); the annotators' concordance (the latest
+annotation); the gold set's drift (every version's gradings, the gold set's size and latest
+mark). The dashboard shows the stored parts: a stale one (its watermark is not the data's)
+as it is, marked "updating", while a worker recomputes it
+(webapp.audit.services.figures_refresh); the verdict rates, cheap, are computed in the
+request; `progress` says where the others stand, for the page to show them once they are
+ready. `ranking_figures`, `verdict_figures`, `annotator_concordance` and
+`gold_drift` (the report, the worker) return current figures, computing and storing the
+stale parts.
 webapp.audit.ranking computes them.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 
@@ -44,11 +51,10 @@ from django.db import connection
 from django.db.models import Count, Min, OuterRef, Subquery
 
 from grading.agreement import AgreementSummary, Estimate
-from grading.evaluation import PROXY_LABEL
 from grading.rates import Rate, wilson
 from webapp.audit import refresh
+from webapp.audit.concordance import Concordance, concordance
 from webapp.audit.ranking import (
-    COVARIATES,
     Cost,
     GradingFigures,
     Histogram,
@@ -59,13 +65,13 @@ from webapp.audit.ranking import (
 )
 from webapp.models import Annotation, AuditVerdict, Batch, GoldGroup, Grading, GradingRun, Trajectory
 
-__all__ = ["COVARIATES", "PROXY_LABEL", "Histogram", "Rate", "wilson"]  # for the tables, charts and report
-
 DONE = Grading.Status.DONE
 MEASURES = (("kendall_tau", "Kendall tau-b"), ("pairwise_accuracy", "pairwise accuracy"), ("top1", "top-1"),
             ("spearman", "Spearman rho"))
 DRIFT_MEASURES = MEASURES[:3]
 DRIFT = "the gold set's drift"
+CONCORDANCE = "the annotators' concordance"
+SHARED = {"drift": DRIFT, "concordance": CONCORDANCE}  # the parts of a selection, not of a version, by name
 
 
 @dataclass(frozen=True)
@@ -127,13 +133,28 @@ class VersionDashboard:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """Where the stored parts of a selection's figures stand (see `dashboard`)."""
+
+    updating: datetime | None = None  # the oldest stale part shown was computed then
+    computing: list[str] = field(default_factory=list)  # versions (and SHARED parts) not computed yet
+    failed: list[tuple[str, str]] = field(default_factory=list)  # (version or SHARED name, why) whose recompute failed
+
+    @property
+    def pending(self) -> bool:
+        """Whether a worker has figures to bring the page: stale or never computed ones."""
+        return self.updating is not None or bool(self.computing)
+
+
+@dataclass(frozen=True)
 class Dashboard:
     batch: Batch | None
     versions: list[VersionDashboard] = field(default_factory=list)  # those with figures stored
     drift: Drift | None = None  # None: never computed yet
-    updating: datetime | None = None  # the oldest stale part shown was computed then
-    computing: list[str] = field(default_factory=list)  # versions (and the drift) not computed yet
-    failed: list[tuple[str, str]] = field(default_factory=list)  # (version or the drift, why) whose recompute failed
+    concordance: Concordance | None = None  # None: never computed yet
+    updating: datetime | None = None  # as Progress
+    computing: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -161,28 +182,53 @@ def grader_versions(batch: Batch | None) -> list[Version]:
 
 def dashboard(batch: Batch | None, versions: list[Version], *, all_versions: list[Version]) -> Dashboard:
     """The stored figures of the selected `versions` over `batch` (None: every batch), and the
-    gold set's drift over `all_versions` (the batch's, in time order), without computing the
-    costly ones: a stale part is shown and `updating` says since when, a part never computed
-    is not (`computing`); both are queued for the worker. A part whose recompute failed on
-    the data as it is now is not queued again: `failed` says why. The verdict rates, cheap,
-    are brought up to date here."""
+    annotators' concordance and the gold set's drift over `all_versions` (the batch's, in time
+    order), without computing the costly ones: a stale part is shown and `updating` says since
+    when, a part never computed is not (`computing`); both are queued for the worker. A part
+    whose recompute failed on the data as it is now is not queued again: `failed` says why.
+    The verdict rates, cheap, are brought up to date here."""
+    names = [v.version for v in versions]
+    marks = watermarks(batch)  # read once for every part
+    found, shown, progress = _stored(batch, versions, all_versions, marks,
+                                     also=[_key("verdicts", batch, v) for v in names])
+    verdicts = _current(batch, "verdicts", names, marks, _verdicts, found=found)
+    shown = {(kind, version): refresh.decode(PAYLOADS[kind], payload) for (kind, version), payload in shown.items()}
+    ready = [v for v in versions if ("agreement", v.version) in shown and ("gradings", v.version) in shown]
+    return Dashboard(
+        batch=batch,
+        versions=[VersionDashboard(v, _ranking(v.version, shown["agreement", v.version], shown["gradings", v.version]),
+                                   verdicts[v.version]) for v in ready],
+        drift=shown.get(("drift", "")) if all_versions else Drift(0, [], []),
+        concordance=shown.get(("concordance", "")) if all_versions else Concordance([]),
+        updating=progress.updating, computing=progress.computing, failed=progress.failed)
+
+
+def progress(batch: Batch | None, versions: list[Version], *, all_versions: list[Version]) -> Progress:
+    """Where the parts `dashboard` shows stand, without reading their figures; queues those
+    stale or missing as it does."""
+    return _stored(batch, versions, all_versions, watermarks(batch))[2]
+
+
+def _stored(batch: Batch | None, versions: list[Version], all_versions: list[Version], marks: Watermarks, *,
+            also: Sequence[str] = ()) -> tuple[dict, dict, Progress]:
+    """The stored rows of the costly parts of the selection (and the keys `also`), by key; the
+    payloads of those that hold figures, by (kind, version); and where they stand. Queues a
+    recompute of each stale or missing part not queued yet."""
     names = [v.version for v in versions]
     drift_names = sorted(v.version for v in all_versions)
-    marks = watermarks(batch)  # read once for every part
-    parts = [(kind, v) for v in names for kind in ("agreement", "gradings")] + ([("drift", "")] if all_versions else [])
-    found = refresh.read([_key(kind, batch, version) for kind, version in parts]
-                         + [_key("verdicts", batch, v) for v in names])
-    verdicts = _current(batch, "verdicts", names, marks, _verdicts, found=found)
+    parts = [(kind, v) for v in names for kind in ("agreement", "gradings")] + (
+        [(kind, "") for kind in SHARED] if all_versions else [])
+    found = refresh.read([_key(kind, batch, version) for kind, version in parts] + list(also))
     shown, stale_since, queue, failed = {}, [], [], {}
     for kind, version in parts:
         row = found.get(_key(kind, batch, version))
         current = row is not None and row.watermark == refresh.watermark(_mark(kind, version, marks, drift_names))
         if row is not None and (reason := refresh.failure(row.payload)) is not None:
-            failed.setdefault(version or DRIFT, reason)
+            failed.setdefault(version or SHARED[kind], reason)
             if current:
                 continue  # failed on this very data: asked for again once it changes
         elif row is not None and row.payload is not None:
-            shown[kind, version] = refresh.decode(PAYLOADS[kind], row.payload)
+            shown[kind, version] = row.payload
             if current:
                 continue
             stale_since.append(row.computed_at)
@@ -190,16 +236,11 @@ def dashboard(batch: Batch | None, versions: list[Version], *, all_versions: lis
             queue.append((kind, batch.pk if batch else None, version))
     if queue:
         refresh.request(queue, stored=set(found))
-    ready = [v for v in versions if ("agreement", v.version) in shown and ("gradings", v.version) in shown]
-    return Dashboard(
-        batch=batch,
-        versions=[VersionDashboard(v, _ranking(v.version, shown["agreement", v.version], shown["gradings", v.version]),
-                                   verdicts[v.version]) for v in ready],
-        drift=shown.get(("drift", "")) if all_versions else Drift(0, [], []),
-        updating=min(stale_since, default=None),
-        computing=[v.version for v in versions if v not in ready and v.version not in failed] + (
-            [DRIFT] if all_versions and ("drift", "") not in shown and DRIFT not in failed else []),
-        failed=sorted(failed.items()))
+    ready = {v for v in names if ("agreement", v) in shown and ("gradings", v) in shown}
+    computing = [v for v in names if v not in ready and v not in failed] + [
+        name for kind, name in SHARED.items()
+        if all_versions and (kind, "") not in shown and name not in failed]
+    return found, shown, Progress(min(stale_since, default=None), computing, sorted(failed.items()))
 
 
 def record_failure(batch: Batch | None, parts: list[tuple[str, str]], error: BaseException) -> None:
@@ -235,6 +276,11 @@ def verdict_figures(batch: Batch | None, versions: list[str], *, marks: Watermar
     return _current(batch, "verdicts", versions, marks or watermarks(batch), _verdicts)
 
 
+def annotator_concordance(batch: Batch | None, *, marks: Watermarks | None = None) -> Concordance:
+    """The annotators' concordance over the selection; current."""
+    return _current(batch, "concordance", [""], marks or watermarks(batch), lambda b, _: {"": concordance(b)})[""]
+
+
 def gold_drift(batch: Batch | None, versions: list[Version], *, marks: Watermarks | None = None) -> Drift:
     """The gold set's drift over `versions`; current."""
     return _current(batch, "drift", [""], marks or watermarks(batch), lambda b, _: {"": _drift(b, versions)},
@@ -243,7 +289,8 @@ def gold_drift(batch: Batch | None, versions: list[Version], *, marks: Watermark
 
 # --- the stored parts ----------------------------------------------------------------------
 
-PAYLOADS = {"agreement": AgreementSummary, "gradings": GradingFigures, "verdicts": VerdictFigures, "drift": Drift}
+PAYLOADS = {"agreement": AgreementSummary, "gradings": GradingFigures, "verdicts": VerdictFigures, "drift": Drift,
+            "concordance": Concordance}
 
 
 def _key(kind: str, batch: Batch | None, version: str) -> str:
@@ -258,6 +305,8 @@ def _mark(kind: str, version: str, marks: Watermarks, drift_names: list[str]) ->
         return marks.gradings.get(version), marks.trajectories
     if kind == "verdicts":
         return marks.verdicts
+    if kind == "concordance":  # annotations are only ever inserted: the latest one marks them all
+        return marks.annotations
     # no annotation mark: a gold group's verified ranking is a fixed version, marked again only by a gold mark
     return drift_names, [marks.gradings.get(v) for v in drift_names], marks.gold
 

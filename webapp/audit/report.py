@@ -11,7 +11,7 @@ The set's measures ("measures": value, 95% interval, n):
 - kendall_tau, pairwise_accuracy, top1, spearman: the audited grading against the group's final
   ranking where a person ranked the group (grading.agreement.summarise: bootstrap over groups);
 - verdict:<verdict>: the share of the set's verdicts that say it; category:<category>: the share
-  that mark it (Wilson intervals, as the dashboard: figures.wilson).
+  that mark it (Wilson intervals, as the dashboard: grading.rates.wilson).
 
 "versions" holds, per grader version audited, the dashboard's figures over the set's batch (every
 batch for a set over a grader version), from webapp.audit.figures: agreement with people, the
@@ -30,8 +30,11 @@ from django.utils.text import slugify
 
 from grading.agreement import Estimate, summarise
 from grading.audit_report import build_report
-from webapp.audit.figures import COVARIATES, ranking_figures, verdict_figures, wilson
+from grading.rates import wilson
+from webapp.audit.figures import ranking_figures, verdict_figures
 from webapp.audit.forms import FEATURE_LABELS
+from webapp.audit.ranking import COVARIATES
+from webapp.audit.sampling import stratum_rows
 from webapp.audit.selectors import next_item
 from webapp.models import AuditSet, AuditVerdict
 from webapp.rankings import chain_heads, human_ranking
@@ -224,7 +227,10 @@ def _version_rows(figures: dict) -> list[tuple[str, list[Row]]]:
 
 def page_context(audit_set: AuditSet, report: SetReport) -> dict:
     """What the report's template needs, on the site and in a file."""
-    return {"audit_set": audit_set, "report": report.data, "rows": page_rows(report), "feature_labels": FEATURE_LABELS}
+    strata = stratum_rows([(s["label"], s["low"], s["high"], s["population"], s["quota"])
+                           for s in report.data["strata"]])
+    return {"audit_set": audit_set, "report": report.data, "rows": page_rows(report), "strata": strata,
+            "feature_labels": FEATURE_LABELS}
 
 
 def report_file_html(audit_set: AuditSet, *, as_of: str | None = None) -> str:

@@ -16,6 +16,7 @@ computed from what the database holds:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import fmean
@@ -222,3 +223,47 @@ def audit_plan(*, source: Source, stratify_by: str | None, bins: int, seed: int,
     return Plan(source=source, audited=audited, size=size, stratify_by=stratify_by, bins=bins, seed=seed,
                 half_width=half_width, confidence=confidence if half_width is not None else None,
                 strata=strata, candidates=candidates)
+
+
+# --- strata as pages show them ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StratumRow:
+    name: str  # its values, rounded (`value_ranges`), or its label when it has none (unknown, all)
+    population: int
+    quota: int
+
+
+def stratum_rows(strata: Sequence[tuple[str, float | None, float | None, int, int]]) -> list[StratumRow]:
+    """(label, low, high, population, quota) of each stratum of a draw, as a table's rows. The
+    label stays what the draw stored (it seeds the stratum's shuffle); pages show the values."""
+    names = value_ranges([(low, high) for _, low, high, _, _ in strata])
+    return [StratumRow(name or label, population, quota)
+            for (label, _, _, population, quota), name in zip(strata, names, strict=True)]
+
+
+def value_ranges(ranges: Sequence[tuple[float | None, float | None]]) -> list[str | None]:
+    """Each (low, high) of a feature's strata as people read it, all with the same decimals:
+    none where every value is a whole number (a count), else three significant figures of the
+    largest, more where that would print two different values alike. None for (None, None).
+
+    >>> value_ranges([(1.0, 5.0), (5.333333, 6.5), (None, None)])
+    ['1.0 to 5.0', '5.3 to 6.5', None]
+    >>> value_ranges([(2.0, 4.0), (7.0, 7.0)])
+    ['2 to 4', '7']
+    """
+    values = sorted({v for pair in ranges for v in pair if v is not None})
+    decimals = 0
+    if any(v != int(v) for v in values):
+        decimals = max(0, 2 - math.floor(math.log10(max(abs(v) for v in values))))
+        while decimals < 6 and len({f"{v:.{decimals}f}" for v in values}) < len(values):
+            decimals += 1
+    out = []
+    for low, high in ranges:
+        if low is None or high is None:
+            out.append(None)
+            continue
+        low_text, high_text = f"{low:.{decimals}f}", f"{high:.{decimals}f}"
+        out.append(low_text if low_text == high_text else f"{low_text} to {high_text}")
+    return out

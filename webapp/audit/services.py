@@ -147,9 +147,13 @@ def _gold_drift(batch: Batch | None, kinds: dict[str, set[str]], marks) -> None:
     figures.gold_drift(batch, figures.grader_versions(batch), marks=marks)
 
 
+def _concordance(batch: Batch | None, kinds: dict[str, set[str]], marks) -> None:
+    figures.annotator_concordance(batch, marks=marks)
+
+
 # Each computes and stores parts of these kinds; one that fails leaves the others to be computed.
 _RECOMPUTES = ((("agreement", "gradings"), _ranking_figures), (("verdicts",), _verdict_figures),
-               (("drift",), _gold_drift))
+               (("drift",), _gold_drift), (("concordance",), _concordance))
 
 
 def figures_sweep() -> int:

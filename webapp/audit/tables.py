@@ -6,7 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grading.agreement import Estimate
-from webapp.audit.figures import COVARIATES, DRIFT_MEASURES, MEASURES, PROXY_LABEL, Dashboard, Histogram, Rate
+from grading.evaluation import PROXY_LABEL
+from grading.rates import Rate
+from webapp.audit.concordance import BatchConcordance
+from webapp.audit.figures import DRIFT_MEASURES, MEASURES, Dashboard
+from webapp.audit.ranking import COVARIATES, Histogram
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,12 @@ def _histogram(version: str, h: Histogram) -> list[list[str]]:
     return [[version, cell(h.edges[i]), cell(h.edges[i + 1]), cell(count)] for i, count in enumerate(h.counts)]
 
 
+def _concordance(c: BatchConcordance) -> list[list[str]]:
+    return [[c.batch, "Kendall's W", *_estimate(c.kendalls_w), cell(c.raters)],
+            [c.batch, "mean pairwise Kendall tau-b", *_estimate(c.pairwise_tau), cell(c.raters)],
+            [c.batch, "Krippendorff's alpha (ordinal)", cell(c.alpha), "", "", cell(c.groups), cell(c.raters)]]
+
+
 def dashboard_tables(d: Dashboard) -> dict[str, Table]:
     versions = d.versions
     tables = [
@@ -47,6 +57,9 @@ def dashboard_tables(d: Dashboard) -> dict[str, Table]:
               ["version", "grader", "measure", "value", "low", "high", "groups"],
               [[v.version.version, v.version.grader, label, *_estimate(getattr(v.ranking.agreement, key))]
                for v in versions for key, label in MEASURES]),
+        Table("concordance", "Agreement among annotators who ranked the same groups independently (k-way overlap)",
+              ["batch", "measure", "value", "low", "high", "groups", "annotators"],
+              [row for c in (d.concordance.batches if d.concordance else []) for row in _concordance(c)]),
         Table("proxy", f"Reference calibration ({PROXY_LABEL})",
               ["version", "measure", "value", "low", "high", "groups"],
               [[v.version.version, f"{label} ({PROXY_LABEL})", *_estimate(getattr(v.ranking.proxy, key))]

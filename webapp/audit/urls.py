@@ -15,5 +15,6 @@ urlpatterns = [
     path("batches/<int:pk>/gold/", views.gold_list, name="gold_list"),
     path("batches/<int:pk>/gold/regrade/", views.gold_regrade, name="gold_regrade"),
     path("audit/dashboard/", views.dashboard, name="audit_dashboard"),
+    path("audit/dashboard/progress/", views.dashboard_progress, name="audit_dashboard_progress"),
     path("audit/dashboard/<slug:table>.csv", views.dashboard_csv, name="audit_dashboard_csv"),
 ]

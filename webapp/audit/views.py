@@ -23,7 +23,7 @@ from webapp.audit import figures, selectors
 from webapp.audit.charts import dashboard_charts
 from webapp.audit.forms import FEATURE_LABELS, AuditSetForm, VerdictForm
 from webapp.audit.report import may_read_report, page_context, report_filename, set_report
-from webapp.audit.sampling import SourceError, audit_plan
+from webapp.audit.sampling import SourceError, audit_plan, stratum_rows
 from webapp.audit.services import AuditError, NotAllowed, audit_set_create, gold_mark, gold_unmark, verdict_save
 from webapp.audit.tables import dashboard_tables
 from webapp.grading.forms import LaunchForm
@@ -61,8 +61,9 @@ def audit_sets(request):
                 messages.success(request, f"Audit set {audit_set.name} made: {audit_set.size} groups.")
                 return redirect("audit_set", audit_set.pk)
         status = 200 if plan is not None else 400
+    strata = stratum_rows([(s.label, s.low, s.high, s.population, s.quota) for s in plan.strata]) if plan else []
     return render(request, "audit/sets.html", {
-        "form": form, "plan": plan, "sets": selectors.audit_sets(), "feature_labels": FEATURE_LABELS,
+        "form": form, "plan": plan, "strata": strata, "sets": selectors.audit_sets(), "feature_labels": FEATURE_LABELS,
     }, status=status)
 
 
@@ -75,6 +76,8 @@ def audit_set(request, pk):
         "audit_set": audit_set, "items": items, "progress": selectors.set_progress(audit_set),
         "mine": sum(item.mine is not None for item in items), "feature_labels": FEATURE_LABELS,
         "next_item": selectors.next_item(audit_set, request.user),
+        "strata": stratum_rows([(q["stratum"], q["low"], q["high"], q["population"], q["quota"])
+                                for q in audit_set.design["quotas"]]),
     })
 
 
@@ -242,6 +245,24 @@ def dashboard(request):
         "sections": [(tables[name], charts[name]) for name in tables],
         "regrade_form": LaunchForm() if batch is not None else None,
     })
+
+
+@require_GET
+@audit_required
+def dashboard_progress(request):
+    """The dashboard's note on figures a worker is computing, which polls this while any is
+    (htmx): the note again, or once they are all ready, an empty answer that has htmx reload
+    the page to show them."""
+    selection, error = _dashboard_selection(request)
+    if selection is None:
+        return HttpResponseBadRequest(error, content_type="text/plain; charset=utf-8")
+    batch, chosen, every = selection
+    progress = figures.progress(batch, chosen, all_versions=every)
+    if not progress.pending:
+        response = HttpResponse("")
+        response["HX-Refresh"] = "true"
+        return response
+    return render(request, "audit/_progress.html", {"progress": progress, "query": request.GET.urlencode()})
 
 
 @require_GET

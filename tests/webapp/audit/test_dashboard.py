@@ -16,11 +16,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from grading.agreement import rank_correlation_with, summarise
+from grading.cases import GroupCase, TrajectoryCase
 from grading.evaluation import ReferenceGroup, kendall_tau, proxy_tiers
-from grading.graders.base import GroupView, TrajectoryView
 from grading.rankings import ranks_from_tiers
 from tests.django_fixtures import make_user
-from tests.webapp.annotationdata import GRADER_TIERS, review_batch, save
+from tests.webapp.annotationdata import GRADER_TIERS, review_batch, save, set_policy
 from tests.webapp.audit.auditdata import make_set
 from webapp.audit import figures
 from webapp.audit.services import figures_refresh, gold_mark, verdict_save
@@ -89,7 +89,7 @@ def test_the_figures_are_grading_agreements_on_the_same_data(data, client, audit
     rows = [(ranks_from_tiers(GRADER_TIERS)[t.trajectory_id], lengths[t.pk], str(t.group_id))
             for t in Trajectory.objects.filter(group__batch=batch, passed=True).order_by("group_id", "trajectory_id")]
     assert out["v1"].bias["patch_length"] == rank_correlation_with(*zip(*rows, strict=True))
-    view = GroupView("g", "", tuple(TrajectoryView(t.trajectory_id, True, 1.0, t.patch) for t in Trajectory.objects
+    view = GroupCase("g", "", tuple(TrajectoryCase(t.trajectory_id, True, 1.0, t.patch) for t in Trajectory.objects
                                     .filter(group=groups[0], passed=True).order_by("trajectory_id")))
     proxy = proxy_tiers(ReferenceGroup(view, groups[0].reference_patch))
     stored = ReferenceProxy.objects.get(group=groups[0]).tiers  # computed once, then read
@@ -122,8 +122,11 @@ def test_verdict_rates_carry_wilson_intervals(tmp_path, auditor, researcher):
     assert (scope.count, scope.n) == (1, 4)
 
 
-def test_each_csv_is_the_table_under_its_chart(data, client, auditor):
-    batch, _ = data
+def test_each_csv_is_the_table_under_its_chart(data, client, auditor, annotator):
+    batch, groups = data
+    set_policy(batch, overlap=2)  # two annotators rank the sixth group each on their own: their concordance
+    save(groups[5], annotator, GRADER_TIERS)
+    save(groups[5], make_user("anna2", ANNOTATOR), REVERSED)
     html = computed(client, auditor, batch=batch.pk, version=["v1", "v2"]).content.decode()
     tables = dashboard_tables(figures.dashboard(batch, figures.grader_versions(batch),
                                                 all_versions=figures.grader_versions(batch)))
@@ -226,7 +229,7 @@ def test_the_page_shows_stored_figures_updating_until_the_worker_recomputes_them
     assert "Computing…</strong> v1, v2, the gold set&#x27;s drift" in html and html_tables(html)["table-agreement"] == [
         ["version", "grader", "measure", "value", "low", "high", "groups"]]
     assert requested() == {("agreement", "v1"), ("agreement", "v2"), ("gradings", "v1"), ("gradings", "v2"),
-                           ("drift", "")}
+                           ("drift", ""), ("concordance", "")}
     assert read()[1] == {"verdicts": False, "agreement": False, "gradings": False}  # queued once, not again
     figures_refresh()  # the worker's task
     assert requested() == set()
@@ -243,8 +246,8 @@ def test_the_page_shows_stored_figures_updating_until_the_worker_recomputes_them
     assert 'id="figures-updating"' not in html
 
     with django_capture_on_commit_callbacks(execute=True):
-        save(groups[4], annotator, GRADER_TIERS)  # a fifth human ranking: the write queues the agreement
-    assert requested() == {("agreement", "v1"), ("agreement", "v2")}
+        save(groups[4], annotator, GRADER_TIERS)  # a fifth human ranking: the write queues the agreements
+    assert requested() == {("agreement", "v1"), ("agreement", "v2"), ("concordance", "")}
     html, computing = read()  # the stored figures, marked as updating
     assert computing == {"verdicts": False, "agreement": False, "gradings": False}
     stored_at = AuditFigures.objects.get(kind="agreement", version="v2").computed_at
@@ -272,10 +275,10 @@ def test_a_stored_part_reads_back_as_the_figures_computed(data):
     batch, _ = data
     versions = figures.grader_versions(batch)
     computed = (figures.ranking_figures(batch, ["v1", "v2"]), figures.verdict_figures(batch, ["v1", "v2"]),
-                figures.gold_drift(batch, versions))
-    assert AuditFigures.objects.filter(payload=None).count() == 0 and AuditFigures.objects.count() == 7
+                figures.gold_drift(batch, versions), figures.annotator_concordance(batch))
+    assert AuditFigures.objects.filter(payload=None).count() == 0 and AuditFigures.objects.count() == 8
     assert (figures.ranking_figures(batch, ["v1", "v2"]), figures.verdict_figures(batch, ["v1", "v2"]),
-            figures.gold_drift(batch, versions)) == computed  # now decoded from the stored JSON
+            figures.gold_drift(batch, versions), figures.annotator_concordance(batch)) == computed  # decoded
 
 
 def test_the_sweep_sends_again_for_a_part_requested_over_a_minute_ago(data, client, auditor):

@@ -12,10 +12,10 @@ from django.urls import reverse
 
 from grading.agreement import summarise
 from grading.audit_report import report_json
+from grading.rates import wilson
 from tests.django_fixtures import make_user
 from tests.webapp.annotationdata import GRADER_TIERS, save
 from tests.webapp.audit.auditdata import graded_batch, make_set
-from webapp.audit.figures import wilson
 from webapp.audit.report import set_report
 from webapp.audit.services import verdict_save
 from webapp.models import AuditSet, Group
