@@ -113,12 +113,6 @@ def _missing(message: str) -> GraderError:
                        "'gpu' installs vllm)", permanent=True)
 
 
-def unload_backends() -> None:
-    """Forget every cached backend (their models are freed once nothing else holds them)."""
-    with _LOCK:
-        _LOADED.clear()
-
-
 def per_conversation(schemas: Mapping | Sequence[Mapping], n: int) -> list[Mapping]:
     if isinstance(schemas, Mapping):
         return [schemas] * n
