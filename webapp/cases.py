@@ -25,10 +25,10 @@ def group_cases(group_pks: Iterable[int], *, messages: bool = False, tests: bool
     groups = Group.objects.filter(pk__in=pks).values_list("pk", "group_id", "statement", "repo")
     columns = (*TRAJECTORY_COLUMNS, "tests") if tests else TRAJECTORY_COLUMNS
     rows = Trajectory.objects.filter(group_id__in=pks).order_by("group_id", "trajectory_id").values_list(*columns)
-    return cases(groups, rows, messages=messages)
+    return cases_from_rows(groups, rows, messages=messages)
 
 
-def cases(groups: Iterable[tuple[int, str, str, str]], rows: Iterable[tuple], *,
+def cases_from_rows(groups: Iterable[tuple[int, str, str, str]], rows: Iterable[tuple], *,
           messages: bool) -> dict[int, GroupCase]:
     """GroupCases by pk from `groups` (pk, group id, statement, repo) and their trajectories'
     `rows` (TRAJECTORY_COLUMNS, then tests if read), in the order the rows come."""

@@ -35,7 +35,7 @@ from grading.graders.base import Grader
 from grading.profiles import Profile, build_grader
 from grading.rankings import InvalidRanking, validate_ranking
 from webapp import work
-from webapp.cases import cases
+from webapp.cases import cases_from_rows
 from webapp.grading import sql
 from webapp.grading.services import GRADINGS
 from webapp.models import Grading, GradingRun, GradingTranscript
@@ -131,28 +131,28 @@ def _process_run(claims: list[_Claim], token: str, result: Processed) -> None:
             error = _unexpected(error)
         _write(claims, [None] * len(claims), [error] * len(claims), token, result)
         return
-    views = _cases(claims, token, messages=grader.uses_messages, tests=grader.uses_tests)
+    cases = _cases(claims, token, messages=grader.uses_messages, tests=grader.uses_tests)
     try:
-        outcomes = _rank(grader, views)
+        outcomes = _rank(grader, cases)
     except SoftTimeLimitExceeded:
         outcomes = [GraderError("the task ran past its soft time limit", permanent=False)] * len(claims)
-    _write(claims, views, outcomes, token, result)
+    _write(claims, cases, outcomes, token, result)
 
 
-def _rank(grader: Grader, views: list[GroupCase]) -> list[Grade | GraderError]:
+def _rank(grader: Grader, cases: list[GroupCase]) -> list[Grade | GraderError]:
     """`rank_many`; if it breaks on something other than a GraderError, grade one by one so
     the group that breaks fails alone."""
     try:
-        return grader.rank_many(views)
+        return grader.rank_many(cases)
     except SoftTimeLimitExceeded:
         raise
     except Exception as error:
-        if len(views) == 1:
+        if len(cases) == 1:
             return [_unexpected(error)]
     outcomes: list[Grade | GraderError] = []
-    for view in views:
+    for case in cases:
         try:
-            outcomes.extend(grader.rank_many([view]))
+            outcomes.extend(grader.rank_many([case]))
         except SoftTimeLimitExceeded:
             raise
         except Exception as error:
@@ -171,19 +171,19 @@ def _cases(claims: list[_Claim], token: str, *, messages: bool, tests: bool) -> 
     transcripts and test evidence only for a grader that reads them."""
     rows = sql.claimed_trajectories(RUNNING, token, claims[0].run.pk, tests=tests)
     groups = [(c.group_pk, c.group.group_id, c.group.statement, c.group.repo) for c in claims]
-    by_pk = cases(groups, ((*row[:6], *(None if v is None else json.loads(v) for v in row[6:])) for row in rows),
-                  messages=messages)
+    decoded = ((*row[:6], *(None if v is None else json.loads(v) for v in row[6:])) for row in rows)  # JSON as text
+    by_pk = cases_from_rows(groups, decoded, messages=messages)
     return [by_pk[c.group_pk] for c in claims]
 
 
-def _write(claims: list[_Claim], views: list, outcomes: list, token: str, result: Processed) -> None:
+def _write(claims: list[_Claim], cases: list, outcomes: list, token: str, result: Processed) -> None:
     """Write every outcome under the claim `token`, in one transaction: results in one
     conditional UPDATE (only rows still running under this claim), failures row by row."""
     now = timezone.now()
     done, failed, retry = [], [], []
-    for claim, view, outcome in zip(claims, views, outcomes, strict=True):
+    for claim, case, outcome in zip(claims, cases, outcomes, strict=True):
         if isinstance(outcome, Grade):
-            outcome = _checked(view, outcome)
+            outcome = _checked(case, outcome)
         if isinstance(outcome, Grade):
             done.append((claim, outcome))
         elif not outcome.permanent and claim.attempts < claim.attempt_limit:
@@ -242,9 +242,9 @@ def _message(error: Exception) -> str:
     return str(error)[:ERROR_CHARS] or type(error).__name__
 
 
-def _checked(view: GroupCase, grade: Grade) -> Grade | GraderError:
+def _checked(case: GroupCase, grade: Grade) -> Grade | GraderError:
     try:
-        validate_ranking(grade.tiers, [t.trajectory_id for t in view.passing], grade.flags)
+        validate_ranking(grade.tiers, [t.trajectory_id for t in case.passing], grade.flags)
     except InvalidRanking as error:
         return GraderError(f"invalid ranking from {grade.grader}: {error}", permanent=True)
     return grade
