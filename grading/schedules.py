@@ -21,14 +21,22 @@ import numpy as np
 
 
 def as_ranks(ranks, n: int) -> np.ndarray:
-    """``ranks`` (n,) of whole numbers >= 0 (0 = not ranked) as an intp array."""
+    """``ranks`` (n,) of whole numbers >= 1 as an intp array, where a trajectory not ranked (a
+    failing one, or one the ranking leaves out) may be 0, None or NaN (pandas' missing value):
+    all three become 0."""
     a = np.asarray(ranks)
+    if a.dtype.kind in "OUS" and a.shape == (n,):  # a list holding None for the unranked, or text
+        if not all(r is None or isinstance(r, numbers.Real) for r in a.tolist()):
+            raise ValueError(f"ranks must be numbers, or None for a trajectory not ranked (shape ({n},))")
+        a = np.array([np.nan if r is None else r for r in a.tolist()], dtype=np.float64)
     if a.shape != (n,) or (a.size and a.dtype.kind not in "iuf"):
         raise ValueError(f"ranks must be a numeric array of shape ({n},)")
-    if a.dtype.kind == "f" and not np.all(np.isfinite(a) & (np.floor(a) == a)):
-        raise ValueError("ranks must be whole numbers (0 = not ranked)")
+    if a.dtype.kind == "f":
+        a = np.where(np.isnan(a), 0.0, a)
+        if not np.all(np.isfinite(a) & (np.floor(a) == a)):
+            raise ValueError("ranks must be whole numbers (0, None or NaN: not ranked)")
     if a.size and a.min() < 0:
-        raise ValueError("ranks must be >= 0 (0 = not ranked)")
+        raise ValueError("ranks must be >= 0 (0, None or NaN: not ranked)")
     return a.astype(np.intp, copy=False)
 
 

@@ -640,3 +640,15 @@ def test_reason_and_label_codes_index_their_name_tuples(b, unbiased):
     assert r.labels.dtype == np.int8 and r.reasons.dtype == np.int8
     assert all(LABELS[c] == n for c, n in zip(r.labels, r.label_names(), strict=True))
     assert all(REASONS[c] == n for c, n in zip(r.reasons, r.reason_names(), strict=True))
+
+
+def test_a_trajectory_not_ranked_may_be_none_nan_or_zero_alike():
+    """What a user passes for a failing trajectory: None in a list, NaN from pandas, or 0."""
+    rewards, groups, passed = [1.0, 1.0, 0.0, 1.0], [0, 0, 0, 0], [True, True, False, True]
+    zero = gagar_advantages(rewards, groups, passed, [1, 2, 0, 3]).advantages
+    for unranked in ([1, 2, None, 3], np.array([1, 2, np.nan, 3]), [1.0, 2.0, float("nan"), 3.0]):
+        np.testing.assert_array_equal(gagar_advantages(rewards, groups, passed, unranked).advantages, zero)
+    with pytest.raises(ValueError, match="numbers, or None"):
+        gagar_advantages(rewards, groups, passed, [1, 2, "x", 3])
+    with pytest.raises(ValueError, match="whole numbers"):
+        gagar_advantages(rewards, groups, passed, [1, 2, 0, 2.5])
