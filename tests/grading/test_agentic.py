@@ -324,6 +324,7 @@ def test_profiles_come_from_the_file_named_by_gagar_graders(monkeypatch):
         "openai", "http://grader-1:8000/v1", 3, "cpu")
     assert profiles["grader-v3"].queue == "gpu" and profiles["heuristic"].grader == "heuristic"
     assert profiles["grader-v3-hybrid"].grader == "hybrid"
+    assert profiles["tiny-cpu"].grader == "hybrid"  # the README's tiny model falls back rather than failing
 
 
 @pytest.mark.parametrize(("text", "message"), [

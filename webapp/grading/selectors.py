@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db.models import Count
 
 from webapp.models import Batch, Grading, GradingRun, Group
-from webapp.rankings import Viewer
+from webapp.rankings import UNRESTRICTED, Viewer, final_rankings
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = (Grading.Status.QUEUED, Grading.Status.RUNNING, Grading.Status.DONE,
                                             Grading.Status.FAILED, Grading.Status.CANCELLED)
@@ -107,3 +108,30 @@ def graded_share(batch: Batch) -> dict[str, int]:
         "mixed": Group.objects.filter(batch=batch, label=Group.Label.MIXED).count(),
         "graded": Group.objects.filter(batch=batch, gradings__status=DONE).distinct().count(),
     }
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """What a finished run did to its batch's final rankings (a human's, else the latest grader's)."""
+
+    final: int  # groups whose final ranking is now this run's
+    replaced: dict[str, int]  # of those, how many had another run's final ranking before, by its grader
+    kept_human: int  # groups this run graded whose final ranking stays a person's
+    fell_back: int  # groups a hybrid grader ranked with its prior: the model's answer was unusable
+
+
+def run_takeover(run: GradingRun) -> Takeover:
+    """Which final rankings `run`'s gradings became: a later grading replaces an earlier one as a
+    group's final ranking, whatever its grader, so a user must be told (for the command line,
+    which sees everything)."""
+    mine = dict(Grading.objects.filter(run=run, status=DONE).values_list("group_id", "pk"))
+    finals = final_rankings(list(mine), viewer=UNRESTRICTED, lean=True)
+    now_mine = [pk for pk, final in finals.items() if final.grading_id == mine[pk]]
+    before = {}
+    earlier = (Grading.objects.filter(group_id__in=now_mine, status=DONE).exclude(run=run)
+               .order_by("group_id", "finished_at", "pk").values_list("group_id", "run__grader", "run_id"))
+    for group_pk, grader, run_pk in earlier:
+        before[group_pk] = grader if grader != run.grader else f"{grader} (run {run_pk})"
+    return Takeover(final=len(now_mine), replaced=dict(Counter(before.values())),
+                    kept_human=sum(final.source == "human" for final in finals.values()),
+                    fell_back=Grading.objects.filter(run=run, status=DONE, usage__fallback=1).count())

@@ -4,6 +4,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from webapp.grading.selectors import run_takeover
 from webapp.grading.services import grading_run_cancel
 from webapp.models import Export, Grading, GradingRun
 
@@ -79,3 +80,26 @@ def test_grade_wait_says_who_cancelled_the_run_and_exits_3(sample_batch, researc
     assert str(error.value) == f"run {run.pk} was cancelled by rita at {at}: 0 of {mixed} groups graded"
     assert error.value.returncode == 3
     assert f"cancelled {mixed}" in capsys.readouterr().out
+
+
+@pytest.mark.django_db(transaction=True)  # the launch's messages go out on commit
+def test_grade_wait_says_which_final_rankings_the_run_replaced(sample_batch, monkeypatch, capsys):
+    """A later grading becomes a group's final ranking whatever its grader: the command says so,
+    so that grading the demo batch with another model does not change its export unnoticed."""
+    from webapp.grading.worker import gradings_process
+
+    # No broker: each launch's gradings are processed in this process as a worker would.
+    monkeypatch.setattr("webapp.work.enqueue", lambda work, pks, queue, **kw: gradings_process(grading_ids=pks))
+    mixed = sample_batch.groups.filter(label="mixed").count()
+    call_command("grade", batch="sample", wait=True, timeout=30)
+    first = GradingRun.objects.get()
+    assert f"final rankings: run {first.pk} (heuristic) now ranks {mixed} groups of batch 'sample'\n" in (
+        capsys.readouterr().out)
+    other = "grading.graders.heuristic:HeuristicGrader"
+    call_command("grade", batch="sample", grader=other, wait=True, timeout=30)
+    second = GradingRun.objects.exclude(pk=first.pk).get()
+    assert (f"final rankings: run {second.pk} ({other}) now ranks {mixed} groups of batch 'sample'; "
+            f"it replaced the final ranking of {mixed} by heuristic") in capsys.readouterr().out
+    # What the hybrid grader records of a group whose model answer it could not use.
+    Grading.objects.filter(run=second).update(usage={"fallback": 1, "tokens_in": 10})
+    assert run_takeover(second).fell_back == mixed

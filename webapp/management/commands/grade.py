@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from webapp.batches.services import normalized_batch_name
-from webapp.grading.selectors import DONE, FAILED, in_progress, wait_for
+from webapp.grading.selectors import DONE, FAILED, in_progress, run_takeover, wait_for
 from webapp.grading.services import LaunchError, grading_launch
 from webapp.management.database import database_errors_in_one_line
 from webapp.models import Batch, GradingRun
@@ -76,7 +76,8 @@ class Command(BaseCommand):
         self.stdout.write("")
         for failure in run.gradings.filter(status=FAILED).values("group__group_id", "error"):
             self.stderr.write(f"failed {failure['group__group_id']}: {failure['error']}")
-        run = GradingRun.objects.select_related("cancelled_by").get(pk=run.pk)
+        run = GradingRun.objects.select_related("cancelled_by", "batch").get(pk=run.pk)
+        self._say_takeover(run)
         if run.cancelled_at is not None:
             by = f" by {run.cancelled_by.get_username()}" if run.cancelled_by else ""
             at = timezone.localtime(run.cancelled_at).strftime("%Y-%m-%d %H:%M:%S %Z")
@@ -84,6 +85,23 @@ class Command(BaseCommand):
                                f"{sum(counts.values())} groups graded", returncode=EXIT_CANCELLED)
         if counts[FAILED]:
             raise CommandError(f"{counts[FAILED]} of {sum(counts.values())} groups failed", returncode=EXIT_FAILED)
+
+    def _say_takeover(self, run: GradingRun) -> None:
+        """Which final rankings the run's gradings became: the batch's next export uses them."""
+        takeover = run_takeover(run)
+        if not takeover.final and not takeover.kept_human:
+            return
+        line = (f"final rankings: run {run.pk} ({run.grader}) now ranks {takeover.final} groups "
+                f"of batch {run.batch.name!r}")
+        if takeover.replaced:
+            line += "; it replaced the final ranking of " + ", ".join(
+                f"{n} by {grader}" for grader, n in sorted(takeover.replaced.items()))
+        if takeover.kept_human:
+            line += f"; {takeover.kept_human} keep a person's ranking"
+        self.stdout.write(line)
+        if takeover.fell_back:
+            self.stdout.write(f"{takeover.fell_back} of them fell back to the heuristic's ranking: the model's answer "
+                              "could not be used (each grading's page says why)")
 
     def _progress(self, counts):
         if counts == getattr(self, "_last", None):
