@@ -77,6 +77,7 @@ def render_group_page(request, group, *, submitted: RankingInput | None = None, 
     ordered = layout.default_order(columns, ranking.final)
     shown = layout.arrange(ordered, rows, choice, reference)
     prev_pk, next_pk = listing.neighbours(group, flt, viewer=viewer)
+    transcripts = selectors.with_transcripts(c.trajectory.pk for c in ordered)  # links only where there is one
     here = {**params, "failing": "hide" if hide_failing else ""}
     nav = {**here, **choice.carried()}
     first, second = _default_pair(ordered)
@@ -105,6 +106,9 @@ def render_group_page(request, group, *, submitted: RankingInput | None = None, 
         "statement": statement(group.statement),
         "reference": reference,
         "pair": (first, second),
+        "with_transcript": transcripts,
+        "transcript_columns": [c for c in ordered if c.trajectory.pk in transcripts],
+        "n_without_transcript": len(ordered) - len(transcripts),
         "marker_labels": sorted(MARKER_LABELS.items()),
         "ranking": ranking,
     }, status=status)
@@ -176,7 +180,9 @@ def _layout_controls(path: str, here: dict, choice: layout.Choice, ordered, show
         "column_links": {c.trajectory.pk: {"pin": url(pinned=_toggle(choice.pinned, c.trajectory.pk)),
                                            "hide": url(hidden=_toggle(choice.hidden, c.trajectory.pk))}
                          for c in ordered},
-        "layout_links": {"reference": url(reference=not choice.reference), "compact": url(compact=not choice.compact),
+        "layout_links": {"reference": url(reference=not choice.reference),
+                         "compact": url(density="" if choice.compact else "compact"),
+                         "narrow": url(density="" if choice.narrow else "narrow"),
                          "wrap": url(wrap=not choice.wrap), "reset": _with_query(path, here)},
         "hidden_fields": [(key, value) for key, value in [*kept.items(), *others] if value],
     }

@@ -60,3 +60,14 @@ export_required = role_required(*EXPORT_ROLES)
 
 def may_export(user) -> bool:
     return has_role(user, *EXPORT_ROLES)
+
+
+# Who opens the audit pages (webapp.audit.selectors.AUDIT_ROLES says the same).
+AUDIT_ROLES = (AUDITOR, RESEARCHER)
+# The top bar's links: label, URL name and the roles whose views open the page.
+NAV = (("Batches", "index", ROLES), ("API tokens", "api_tokens", ROLES), ("Audit", "audit_sets", AUDIT_ROLES))
+
+
+def nav_links(user) -> list[tuple[str, str]]:
+    """(label, URL name) of the top bar's links that `user` may open: no link to a 403."""
+    return [(label, name) for label, name, roles in NAV if has_role(user, *roles)]

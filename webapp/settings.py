@@ -253,4 +253,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    # Django's own handlers on "django" off: its records reach the root's handler once. (With
+    # DEBUG its console handler printed every 403 and 500 a second time; its mail_admins
+    # handler sends nothing without ADMINS.)
+    "loggers": {"django": {"handlers": []}},
 }

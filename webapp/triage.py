@@ -16,6 +16,15 @@ or acceptance saved, a queue lease taken or released.
 - human_disagrees: some annotator's latest ranking names another top tier than
   the grader's, or orders the trajectories otherwise (tau < 1); null as above.
 - review_state: see REVIEW_STATES.
+- top_lines, lines_over_shortest, top_is_consensus: the grader beside two baselines
+  (`patch_sizes`), read from the patches of the trajectories its latest grading ranks:
+  the changed lines of its top pick (the fewest in the top tier) and how many more
+  that is than the shortest ranked patch (0: the top tier holds a shortest patch);
+  whether the top tier holds the group's consensus, the change most of them made
+  (`grading.diffs.equivalence_classes`; null where no change was made twice).
+  Lines are counted as the grader bench's "shortest patch first" baseline counts them
+  (`grading.evaluation.changed_lines`). Stored with the grading they were computed
+  from (`sizes_grading`), so a refresh that finds the same grading reads no patch.
 
 Flag lists are stored as ",a,b," text, so `__contains=",edits_tests,"` filters
 them exactly on SQLite and PostgreSQL alike.
@@ -27,14 +36,16 @@ the rest (`blank_hidden`) before a template sees a row.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from django.db import transaction
 
 from grading.agreement import kendall_tau
+from grading.diffs import equivalence_classes
+from grading.evaluation import changed_lines
 from grading.rankings import FLAGS
-from webapp.models import Annotation, Group, Lease
+from webapp.models import Annotation, Group, Lease, Trajectory
 from webapp.rankings import CHUNK, UNRESTRICTED, Viewer, grader_rankings
 
 UNREVIEWED, QUEUED, REVIEWED, DISPUTED = "unreviewed", "queued", "reviewed", "disputed"
@@ -48,7 +59,7 @@ REVIEW_STATES = {
 
 # Which triage columns each part of the visibility rule hides: the grader's verdict,
 # and other people's rankings (flags anywhere and agreement hold both).
-GRADER_COLUMNS = frozenset({"grader_top", "grader_confidence"})
+GRADER_COLUMNS = frozenset({"grader_top", "grader_confidence", "patch_size"})
 OTHERS_COLUMNS = frozenset({"review_state"})
 BOTH_COLUMNS = frozenset({"any_flags", "agreement"})
 COLUMNS = GRADER_COLUMNS | OTHERS_COLUMNS | BOTH_COLUMNS
@@ -59,6 +70,7 @@ COLUMN_FIELDS = {
     "any_flags": {"any_flags": ""},
     "agreement": {"agreement": None, "human_disagrees": None},
     "review_state": {"review_state": ""},
+    "patch_size": {"top_lines": None, "lines_over_shortest": None, "top_is_consensus": None},
 }
 
 
@@ -136,17 +148,60 @@ def _top(tiers: Tiers) -> set[str]:
     return set(tiers[0]) if tiers else set()
 
 
-def triage_refresh(group_pks: Iterable[int]) -> None:
+@dataclass(frozen=True)
+class Sizes:
+    top_lines: int | None
+    lines_over_shortest: int | None
+    top_is_consensus: bool | None
+
+
+NO_SIZES = Sizes(None, None, None)
+
+
+def patch_sizes(grader_tiers: Tiers | None, patches: Mapping[str, str]) -> Sizes:
+    """The grader's top pick against the shortest ranked patch and the group's consensus;
+    `patches`: the text of each trajectory the grader ranks, by id."""
+    ranked = [tid for tier in grader_tiers or () for tid in tier if tid in patches]
+    top = [tid for tid in (grader_tiers[0] if grader_tiers else ()) if tid in patches]
+    if not top:
+        return NO_SIZES
+    lines = {tid: len(changed_lines(patches[tid])) for tid in ranked}
+    top_lines = min(lines[tid] for tid in top)
+    classes = equivalence_classes({tid: patches[tid] for tid in ranked})
+    largest = max((len(c.members) for c in classes), default=0)
+    consensus = {tid for c in classes if len(c.members) == largest for tid in c.members}
+    return Sizes(top_lines=top_lines, lines_over_shortest=top_lines - min(lines.values()),
+                 top_is_consensus=bool(consensus & set(top)) if consensus else None)
+
+
+def triage_refresh(group_pks: Iterable[int], *, sizes: bool = True) -> None:
     """Recompute and store the triage summary of each group in `group_pks`.
 
     Reads name their columns, so the migration that adds the summary can fill it
-    through this function whatever columns later migrations add."""
+    through this function whatever columns later migrations add; `sizes=False` leaves
+    out the patch-size fields (`patch_sizes`), for the migrations before they exist."""
     pks = list(dict.fromkeys(group_pks))
     for start in range(0, len(pks), CHUNK):
-        _refresh(pks[start:start + CHUNK])
+        _refresh(pks[start:start + CHUNK], sizes)
 
 
-def _refresh(pks: list[int]) -> None:
+def _sizes(pks: list[int], graders: dict) -> dict[int, tuple[int | None, Sizes]]:
+    """(grading pk, Sizes) of each group whose stored sizes are not of its latest grading."""
+    stored = dict(Group.objects.filter(pk__in=pks).values_list("pk", "sizes_grading"))
+    stale = {pk for pk in pks if stored.get(pk) != (graders[pk].grading_id if pk in graders else None)}
+    wanted = {pk: {tid for tier in graders[pk].tiers for tid in tier} for pk in stale if pk in graders}
+    patches: dict[int, dict[str, str]] = {pk: {} for pk in wanted}
+    if wanted:
+        rows = (Trajectory.objects.filter(group_id__in=list(wanted), passed=True)
+                .values_list("group_id", "trajectory_id", "patch"))
+        for group_pk, tid, patch in rows.iterator(chunk_size=2000):
+            if tid in wanted[group_pk]:
+                patches[group_pk][tid] = patch
+    return {pk: (graders[pk].grading_id, patch_sizes(graders[pk].tiers, patches[pk])) if pk in wanted
+            else (None, NO_SIZES) for pk in stale}
+
+
+def _refresh(pks: list[int], sizes: bool) -> None:
     graders = grader_rankings(pks, viewer=UNRESTRICTED)  # stored; the listing hides it (triage_columns)
     latest: dict[tuple[int, int], tuple] = {}
     rows = (Annotation.objects.filter(group_id__in=pks, kind=Annotation.Kind.RANKING).order_by("version")
@@ -157,13 +212,17 @@ def _refresh(pks: list[int]) -> None:
     for (group_pk, _), ranking in latest.items():
         human[group_pk].append(ranking)
     leased = set(Lease.objects.filter(group_id__in=pks, completed_at=None).values_list("group_id", flat=True))
+    fresh = _sizes(pks, graders) if sizes else {}
     with transaction.atomic():
         for pk in pks:
-            _store(pk, graders.get(pk), human[pk], pk in leased)
+            _store(pk, graders.get(pk), human[pk], pk in leased, fresh.get(pk))
 
 
-def _store(pk: int, grader, human: list, leased: bool) -> None:
+def _store(pk: int, grader, human: list, leased: bool, sized: tuple[int | None, Sizes] | None) -> None:
     summary = summarise(
         grader_tiers=grader.tiers if grader else None, grader_flags=dict(grader.flags) if grader else {},
         confidence=grader.confidence if grader else None, human=human, leased=leased)
-    Group.objects.filter(pk=pk).update(**asdict(summary))
+    fields = asdict(summary)
+    if sized is not None:  # None: unchanged since the grading they were computed from
+        fields.update(asdict(sized[1]), sizes_grading=sized[0])
+    Group.objects.filter(pk=pk).update(**fields)

@@ -79,6 +79,17 @@
   showHit(false);
   window.addEventListener("hashchange", function () { showHit(false); });
 
+  // File names stick under the column heads (app.css): keep the heads' height in --matrix-head.
+  var matrixView = document.getElementById("group-view");
+  var matrixHeads = matrixView && matrixView.querySelector("tr.m-ids");
+  if (matrixHeads) {
+    var keepHeadHeight = function () {
+      matrixView.style.setProperty("--matrix-head", matrixHeads.getBoundingClientRect().height + "px");
+    };
+    keepHeadHeight();
+    if (window.ResizeObserver) { new ResizeObserver(keepHeadHeight).observe(matrixHeads); }
+  }
+
   document.addEventListener("keydown", function (event) {
     if (event.defaultPrevented || event.ctrlKey || event.metaKey || event.altKey || isTyping(event)) { return; }
     switch (event.key) {

@@ -19,6 +19,8 @@ SORT_LABELS = {
     "-confidence": "grader confidence, highest first",
     "agreement": "human–grader agreement, lowest first",
     "-agreement": "human–grader agreement, highest first",
+    "lines": "top pick's lines over the shortest, fewest first",
+    "-lines": "top pick's lines over the shortest, most first",
 }
 
 HIDDEN = "hidden from you in this batch (blind review or k-way overlap): not applied"
@@ -47,6 +49,10 @@ class GroupFilterForm(forms.Form):
         ("", "any"), ("disagrees", "human disagrees"), ("agrees", "human agrees")])
     state = forms.ChoiceField(required=False, choices=[("", "any"), *((v, v) for v in REVIEW_STATES)],
                               label="Review state")
+    vs_shortest = forms.ChoiceField(required=False, label="Grader's pick vs shortest", choices=[
+        ("", "any"), ("agrees", "a shortest patch"), ("differs", "longer than the shortest")])
+    vs_consensus = forms.ChoiceField(required=False, label="Grader's pick vs consensus", choices=[
+        ("", "any"), ("agrees", "the consensus change"), ("differs", "not the consensus")])
     sort = forms.ChoiceField(required=False, choices=[(k, SORT_LABELS[k]) for k in SORTS])
 
     def __init__(self, *args, columns: frozenset[str], **kwargs):
@@ -91,6 +97,8 @@ class GroupFilterForm(forms.Form):
             conf_max=data.get("conf_max"),
             agreement=data.get("agreement") or "",
             state=data.get("state") or "",
+            vs_shortest=data.get("vs_shortest") or "",
+            vs_consensus=data.get("vs_consensus") or "",
             sort=data.get("sort") or DEFAULT_SORT,
         )
 

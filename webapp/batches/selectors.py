@@ -2,7 +2,8 @@
 
 Listing a batch's groups uses keyset pagination over an indexed sort key
 ((batch, group_id) is unique; (batch, pass_rate, id), (batch, label, id),
-(batch, grading_confidence, id) and (batch, agreement, id) are indexed), so
+(batch, grading_confidence, id), (batch, agreement, id) and (batch, lines_over_shortest, id)
+are indexed), so
 page 2,000 of 100,000 groups costs what page 1 does. Groups without a value of a
 nullable sort key (no grading, no human ranking) come last, by id: each page
 reads the valued rows by their index range, then tops up from the null ones.
@@ -36,12 +37,15 @@ SORTS = {
     "-confidence": ("grading_confidence", True),
     "agreement": ("agreement", False),
     "-agreement": ("agreement", True),
+    "lines": ("lines_over_shortest", False),
+    "-lines": ("lines_over_shortest", True),
 }
 DEFAULT_SORT = "group"
-NULLABLE = {"grading_confidence", "agreement"}
+NULLABLE = {"grading_confidence", "agreement", "lines_over_shortest"}
 LISTING_FIELDS = ("id", "batch_id", "group_id", "task_id", "repo", "label", "n_trajectories", "n_passed",
                   "pass_rate", "grader_top", "grader_top_flags", "any_flags", "grading_confidence", "agreement",
-                  "human_disagrees", "review_state")
+                  "human_disagrees", "review_state", "top_lines", "lines_over_shortest", "top_is_consensus")
+TIE_SHOWN = 3  # ids of a longer top tier listed; the rest fold under "+n more" so the table keeps its width
 
 
 # The triage column each triage filter and sort reads (webapp.triage.triage_columns says who sees which).
@@ -52,9 +56,11 @@ FIELD_COLUMNS = {
     "any_flag": "any_flags",
     "agreement": "agreement",
     "state": "review_state",
+    "vs_shortest": "patch_size",
+    "vs_consensus": "patch_size",
 }
 SORT_COLUMNS = {"confidence": "grader_confidence", "-confidence": "grader_confidence",
-                "agreement": "agreement", "-agreement": "agreement"}
+                "agreement": "agreement", "-agreement": "agreement", "lines": "patch_size", "-lines": "patch_size"}
 
 
 def graded_condition() -> Q:
@@ -76,6 +82,8 @@ class GroupFilter:
     conf_max: float | None = None
     agreement: str = ""  # "", "disagrees", "agrees": a human and the grader
     state: str = ""  # "" or one of webapp.triage.REVIEW_STATES
+    vs_shortest: str = ""  # "", "agrees", "differs": the grader's top tier holds a shortest patch or not
+    vs_consensus: str = ""  # "", "agrees", "differs": it holds the group's consensus change or not
     sort: str = DEFAULT_SORT
 
     def apply(self, qs):
@@ -104,6 +112,11 @@ class GroupFilter:
             qs = qs.filter(human_disagrees=self.agreement == "disagrees")
         if self.state:
             qs = qs.filter(review_state=self.state)
+        if self.vs_shortest:
+            qs = qs.filter(lines_over_shortest=0) if self.vs_shortest == "agrees" else qs.filter(
+                lines_over_shortest__gt=0)
+        if self.vs_consensus:
+            qs = qs.filter(top_is_consensus=self.vs_consensus == "agrees")
         return qs
 
     def within(self, columns: frozenset[str]) -> GroupFilter:
@@ -119,12 +132,14 @@ class GroupFilter:
     def is_filtered(self) -> bool:
         return bool(self.label or self.pass_min is not None or self.pass_max is not None
                     or self.graded or self.review or self.q or self.top_flag or self.any_flag
-                    or self.conf_min is not None or self.conf_max is not None or self.agreement or self.state)
+                    or self.conf_min is not None or self.conf_max is not None or self.agreement or self.state
+                    or self.vs_shortest or self.vs_consensus)
 
     def params(self) -> dict[str, str]:
         """The non-default values, as query parameters."""
         out = {}
-        for name in ("label", "graded", "review", "q", "top_flag", "any_flag", "agreement", "state"):
+        for name in ("label", "graded", "review", "q", "top_flag", "any_flag", "agreement", "state", "vs_shortest",
+                     "vs_consensus"):
             if getattr(self, name):
                 out[name] = getattr(self, name)
         for name in ("pass_min", "pass_max"):
@@ -144,7 +159,7 @@ def encode_cursor(value, pk: int) -> str:
 
 # what a cursor's sort value is, per sort column
 CURSOR_VALUE_TYPES = {"group_id": str, "pass_rate": int | float, "grading_confidence": int | float,
-                      "agreement": int | float}
+                      "agreement": int | float, "lines_over_shortest": int}
 ID_MAX = 2**63 - 1
 
 
@@ -251,7 +266,12 @@ def group_page(batch: Batch, flt: GroupFilter, *, viewer: Viewer, after: str = "
         rows = rows[:size]
     blank_hidden(rows, columns)
     for g in rows:
-        g.top_flag_names, g.any_flag_names = flag_names(g.grader_top_flags), flag_names(g.any_flags)
+        g.top_flag_names = flag_names(g.grader_top_flags)
+        # the top pick's flags show beside it: this column lists the others
+        g.other_flag_names = [name for name in flag_names(g.any_flags) if name not in g.top_flag_names]
+        top = g.grader_top or []
+        g.top_shown, g.top_more = (top, []) if len(top) <= TIE_SHOWN + 1 else (top[:TIE_SHOWN], top[TIE_SHOWN:])
+        g.shortest_lines = None if None in (g.top_lines, g.lines_over_shortest) else g.top_lines - g.lines_over_shortest
     if flt.is_filtered:
         total = base.order_by()[:COUNT_LIMIT + 1].count()
         page = GroupPage(groups=rows, columns=columns, total=min(total, COUNT_LIMIT),

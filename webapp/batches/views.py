@@ -13,7 +13,7 @@ from webapp.batches.uploads import ImportFailed, UploadTooLarge, batch_import_up
 from webapp.models import Batch
 from webapp.rankings import Viewer
 from webapp.roles import RESEARCHER, has_role, may_annotate, may_export, reader_required, role_required
-from webapp.triage import REVIEW_STATES, triage_columns
+from webapp.triage import COLUMNS, REVIEW_STATES, triage_columns
 
 
 def _query(params: dict, **extra) -> str:
@@ -86,10 +86,11 @@ def batch(request, pk):
         "next_query": _query(params, after=page.next_cursor) if page.next_cursor else None,
         "prev_query": _query(params, before=page.prev_cursor) if page.prev_cursor else None,
         "sort_links": {name: _query({**params, "sort": f"-{name}" if flt.sort == name else name})
-                       for name in ("group", "pass_rate", "confidence", "agreement")},
+                       for name in ("group", "pass_rate", "confidence", "agreement", "lines")},
         "sort_column": sort_column,
         "nulls_last": sort_column in selectors.NULLABLE,
         "columns": page.columns,
+        "some_hidden": page.columns != COLUMNS,
         "review_states": REVIEW_STATES,
         "sort_label": SORT_LABELS[flt.sort],
         "can_annotate": may_annotate(request.user),

@@ -7,12 +7,13 @@ CHUNK = 2000
 
 def fill(apps, schema_editor):
     # Through webapp.triage, the summary's one writer: its reads name their columns, so
-    # columns that later migrations add do not break this step on an older database.
+    # columns that later migrations add do not break this step on an older database; the
+    # patch sizes are 0018's to fill (their columns do not exist yet).
     from webapp.triage import triage_refresh
 
     pks = list(apps.get_model("webapp", "Group").objects.order_by("pk").values_list("pk", flat=True))
     for start in range(0, len(pks), CHUNK):
-        triage_refresh(pks[start:start + CHUNK])
+        triage_refresh(pks[start:start + CHUNK], sizes=False)
 
 
 class Migration(migrations.Migration):

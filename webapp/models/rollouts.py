@@ -75,6 +75,16 @@ class Group(models.Model):
     human_disagrees = models.BooleanField(null=True, blank=True)
     review_state = models.CharField(max_length=16, default="unreviewed", db_default="unreviewed",
                                     help_text="One of webapp.triage.REVIEW_STATES.")
+    # The grader beside its baselines (webapp.triage.patch_sizes); null: ungraded.
+    top_lines = models.PositiveIntegerField(null=True, blank=True,
+                                            help_text="Changed lines of the grader's top pick (its tier's fewest).")
+    lines_over_shortest = models.PositiveIntegerField(
+        null=True, blank=True, help_text="top_lines less the fewest changed lines of a patch the grader ranked.")
+    top_is_consensus = models.BooleanField(
+        null=True, blank=True, help_text="The top tier holds the change most ranked trajectories made; null: none "
+                                         "made twice.")
+    sizes_grading = models.BigIntegerField(null=True, blank=True,
+                                           help_text="The grading the three fields above were computed from.")
 
     class Meta:
         constraints = [
@@ -85,6 +95,7 @@ class Group(models.Model):
             models.Index(fields=["batch", "pass_rate", "id"]),
             models.Index(fields=["batch", "grading_confidence", "id"], name="group_triage_confidence"),
             models.Index(fields=["batch", "agreement", "id"], name="group_triage_agreement"),
+            models.Index(fields=["batch", "lines_over_shortest", "id"], name="group_triage_lines"),
             # a state filter in the default order; a rare state (disputed) is counted without a scan
             models.Index(fields=["batch", "review_state", "group_id"], name="group_triage_state"),
         ]

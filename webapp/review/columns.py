@@ -32,6 +32,9 @@ MAX_PINNED = 3  # each pinned column stays in view; more would leave no room for
 REFERENCE_LABEL = "reference (human fix)"
 MAX_COLUMNS = 64  # a group of up to this many trajectories shows every one as a column
 COLUMNS_PER_PAGE = 16  # a larger one this many at a time
+# Beside the default (wide columns): "compact" narrows the columns and cuts long lines (each
+# hunk scrolls sideways); "narrow" narrows them further and wraps every line, so no code is cut.
+DENSITIES = ("compact", "narrow")
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class Choice:
     pinned: tuple[int, ...] = ()  # trajectory pks
     hidden: frozenset[int] = frozenset()
     reference: bool = False
-    compact: bool = False
+    density: str = ""  # "" or one of DENSITIES
     wrap: bool = False
     start: int = 0  # a paged group's first column after the pinned ones, in the default order
     problems: tuple[str, ...] = ()
@@ -57,10 +60,18 @@ class Choice:
             "pin": [str(pk) for pk in sorted(pinned)],
             "hide": [str(pk) for pk in sorted(hidden)],
             "ref": "1" if changes.get("reference", self.reference) else "",
-            "density": "compact" if changes.get("compact", self.compact) else "",
+            "density": changes.get("density", self.density),
             "wrap": "1" if changes.get("wrap", self.wrap) else "",
             "cols": str(start) if start else "",
         }
+
+    @property
+    def compact(self) -> bool:
+        return self.density == "compact"
+
+    @property
+    def narrow(self) -> bool:
+        return self.density == "narrow"
 
     def carried(self) -> dict:
         """The parameters that make sense on another group's page: not its trajectories."""
@@ -72,6 +83,15 @@ def _flag(query, name: str, on: str, problems: list[str]) -> bool:
     if value not in ("", on):
         problems.append(f"{name}={value!r} is not understood: it takes {on!r} or nothing")
     return value == on
+
+
+def _density(query, problems: list[str]) -> str:
+    value = query.get("density", "")
+    if value not in ("", *DENSITIES):
+        problems.append(f"density={value!r} is not understood: it takes {' or '.join(map(repr, DENSITIES))} "
+                        "or nothing")
+        return ""
+    return value
 
 
 def _pks(query, name: str, known: dict[int, str], problems: list[str]) -> list[int]:
@@ -112,7 +132,7 @@ def parse(query, known: dict[int, str], *, has_reference: bool) -> Choice:
         problems.append(f"at most {MAX_PINNED} columns can be pinned: {left} not pinned")
         pinned = [pk for pk in pinned if pk not in shown_pins[MAX_PINNED:]]
     return Choice(pinned=tuple(pinned), hidden=hidden, reference=reference,
-                  compact=_flag(query, "density", "compact", problems), wrap=_flag(query, "wrap", "1", problems),
+                  density=_density(query, problems), wrap=_flag(query, "wrap", "1", problems),
                   start=_start(query, problems), problems=tuple(problems))
 
 

@@ -117,6 +117,11 @@ def transcript_lengths(pks) -> dict[int, int]:
         return {pk: n or 0 for pk, n in cursor.fetchall()}
 
 
+def with_transcripts(pks) -> set[int]:
+    """Those of the trajectories `pks` that have a transcript."""
+    return set(Transcript.objects.filter(pk__in=list(pks)).values_list("pk", flat=True))
+
+
 def transcript_messages(trajectory_pk: int):
     """The whole transcript (for a search), or None."""
     return Transcript.objects.filter(pk=trajectory_pk).values_list("messages", flat=True).first()

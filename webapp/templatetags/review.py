@@ -7,7 +7,7 @@ from django.utils.safestring import mark_safe
 
 from webapp.html import patches
 from webapp.html.text import escape
-from webapp.roles import user_roles
+from webapp.roles import nav_links, user_roles
 
 register = template.Library()
 
@@ -50,6 +50,12 @@ def percent(value):
 @register.simple_tag(takes_context=True)
 def roles(context):
     return ", ".join(sorted(user_roles(context["request"].user))) or "no role"
+
+
+@register.simple_tag(takes_context=True, name="nav_links")
+def top_links(context):
+    """The top bar's links the user may open (webapp.roles.NAV)."""
+    return nav_links(context["request"].user)
 
 
 @register.filter

@@ -15,7 +15,17 @@ from webapp.batches.selectors import GroupFilter
 from webapp.models import Batch, Group
 from webapp.rankings import UNRESTRICTED
 from webapp.roles import ANNOTATOR
-from webapp.triage import DISPUTED, QUEUED, REVIEWED, UNREVIEWED, flag_text, summarise
+from webapp.triage import (
+    DISPUTED,
+    QUEUED,
+    REVIEWED,
+    UNREVIEWED,
+    Sizes,
+    flag_text,
+    patch_sizes,
+    summarise,
+    triage_refresh,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -75,6 +85,30 @@ def test_flags_are_kept_as_delimited_text_for_exact_matching():
     assert flag_text([]) == ""
 
 
+SHORT = "diff --git a/m.py b/m.py\n--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+SHORT_WS = SHORT.replace("+x = 2", "+x  =  2")
+LONG = SHORT + "diff --git a/n.py b/n.py\n--- a/n.py\n+++ b/n.py\n@@ -1 +1,2 @@\n-y = 1\n+y = 2\n+z = 3\n"
+
+
+@pytest.mark.parametrize("tiers, patches, sizes", [
+    # the top pick is the shortest (2 changed lines) and, up to whitespace, the change two of three made
+    ([["a"], ["b", "c"]], {"a": SHORT, "b": SHORT_WS, "c": LONG}, Sizes(2, 0, True)),
+    # a tie counts as its shortest member: it holds a shortest patch
+    ([["a", "c"], ["b"]], {"a": SHORT, "b": SHORT, "c": LONG}, Sizes(2, 0, True)),
+    # the top pick is 3 lines longer than the shortest, and not what the two others agree on
+    ([["c"], ["a", "b"]], {"a": SHORT, "b": SHORT, "c": LONG}, Sizes(5, 3, False)),
+    # no change made twice: no consensus to compare with
+    ([["c"], ["a"]], {"a": SHORT, "c": LONG}, Sizes(5, 3, None)),
+    # two changes made twice each: both are the consensus
+    ([["c"], ["a", "b", "d"]], {"a": SHORT, "b": SHORT, "c": LONG, "d": LONG}, Sizes(5, 3, True)),
+    # a patch the grader does not rank (not passing) is no baseline
+    ([["c"]], {"a": SHORT, "c": LONG}, Sizes(5, 0, None)),
+    (None, {"a": SHORT}, Sizes(None, None, None)),  # ungraded
+])
+def test_patch_sizes_set_the_top_pick_beside_the_shortest_patch_and_the_consensus(tiers, patches, sizes):
+    assert patch_sizes(tiers, patches) == sizes
+
+
 # --- the write paths keep it current -------------------------------------------------------
 
 
@@ -87,6 +121,28 @@ def test_grading_writes_the_grader_columns(tmp_path):
     assert ",out_of_scope_changes," in cheat.any_flags
     assert task.grader_top == ["t1", "t2", "t3"] and task.grader_top_flags == ""
     assert task.review_state == UNREVIEWED and task.agreement is None
+
+
+def test_grading_writes_the_patch_sizes_and_a_refresh_of_the_same_grading_reads_no_patch(tmp_path):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    batch = triage_batch(tmp_path, baselines=True)
+    grade_with_heuristic(batch)
+    sizes = {g.group_id: (g.top_lines, g.lines_over_shortest, g.top_is_consensus)
+             for g in Group.objects.filter(batch=batch)}
+    # task-1: t1 = t2 = t3 (2 lines) the shortest and the same change; cheat-1: c2 (4 lines) over c1's
+    # test edit (2 lines), no change made twice; split-1: the clean s3 over the debug change s1 and s2
+    # made; tie-1: five of the same change, all on top
+    assert sizes == {"task-1": (2, 0, True), "cheat-1": (4, 2, None), "split-1": (2, 0, False),
+                     "tie-1": (2, 0, True)}
+    assert _row("task-1").sizes_grading == _row("task-1").gradings.get().pk
+    with CaptureQueriesContext(connection) as queries:
+        triage_refresh(Group.objects.filter(batch=batch).values_list("pk", flat=True))
+    assert not [q["sql"] for q in queries if "patch" in q["sql"]]
+    Group.objects.filter(group_id="split-1").update(top_lines=None, sizes_grading=None)
+    triage_refresh([_row("split-1").pk])
+    assert (_row("split-1").top_lines, _row("split-1").top_is_consensus) == (2, False)
 
 
 def test_leases_rankings_and_reverts_move_the_review_state(tmp_path, researcher):
@@ -151,6 +207,48 @@ def test_researchers_filter_by_top_pick_flags_flags_anywhere_agreement_and_state
     assert "two people who ranked it name different best tiers" in html
 
 
+def test_the_grader_beside_its_baselines_filters_sorts_and_shows(client, researcher, tmp_path):
+    batch = triage_batch(tmp_path, baselines=True)
+    grade_with_heuristic(batch)
+    Group.objects.create(batch=batch, group_id="ungraded-1", label="mixed")
+    client.force_login(researcher)
+    url = reverse("batch", args=[batch.pk])
+    assert _ids(client.get(url, {"vs_shortest": "differs"})) == ["cheat-1"]
+    assert _ids(client.get(url, {"vs_shortest": "agrees"})) == ["split-1", "task-1", "tie-1"]
+    assert _ids(client.get(url, {"vs_consensus": "differs"})) == ["split-1"]
+    assert _ids(client.get(url, {"vs_consensus": "agrees", "vs_shortest": "agrees"})) == ["task-1", "tie-1"]
+    # by the lines the top pick has over the shortest (ties in the same direction by id), the ungraded last
+    assert _ids(client.get(url, {"sort": "-lines"})) == ["cheat-1", "tie-1", "split-1", "task-1", "ungraded-1"]
+    response = client.get(url, {"sort": "lines", "vs_shortest": "agrees"})
+    assert response.context["flt"].params() == {"sort": "lines", "vs_shortest": "agrees"}
+    html = response.content.decode()
+    assert "top pick&#x27;s lines over the shortest, fewest first (groups without one last)" in html
+    assert 'id="sort-lines"' in html and '<span class="badge same">consensus</span>' in html
+    html = client.get(url, {"q": "cheat"}).content.decode()
+    assert "<b>4</b> / 2</span><div><span class=\"badge warn\">+2</span></div>" in html
+
+
+def test_a_long_tie_folds_and_other_flags_leave_out_the_top_picks(client, researcher, tmp_path):
+    batch = triage_batch(tmp_path, baselines=True)
+    grade_with_heuristic(batch)
+    save(_row("cheat-1"), researcher, [["c2"], ["c1"]], flags={"c1": ["reward_hacking"], "c2": ["edits_tests"]})
+    client.force_login(researcher)
+    url = reverse("batch", args=[batch.pk])
+    tie = client.get(url, {"q": "tie-1"}).content.decode()
+    assert ('<div class="mono top-ids"><span>u1</span><span>= u2</span><span>= u3</span></div>'
+            '<details class="tie-more"><summary>+2 more</summary>'
+            '<div class="mono top-ids"><span>= u4</span><span>= u5</span></div></details>') in tie
+    # a tie of four shows whole: "+1 more" would take the room of the id it hides
+    Group.objects.filter(group_id="tie-1").update(grader_top=["u1", "u2", "u3", "u4"])
+    assert "<span>= u4</span></div><" in client.get(url, {"q": "tie-1"}).content.decode()
+    cheat = client.get(url, {"q": "cheat-1"}).content.decode()
+    top = cheat.split('<td class="triage-top">')[1].split("</td>")[0]
+    others = cheat.split('class="triage-flags"')[1].split("</td>")[0]
+    assert "edits_tests" in top and "out_of_scope_changes" in top
+    assert "reward_hacking" in others and "edits_tests" not in others and "out_of_scope" not in others
+    assert "Other flags</th>" in cheat
+
+
 def test_confidence_filters_by_range_and_sorts_with_the_ungraded_last(client, researcher, tmp_path):
     batch = triage_batch(tmp_path, extra=(2, 3))
     grade_with(batch, "tests.webapp.batches.triagedata:ConfidentGrader",
@@ -189,11 +287,20 @@ def test_a_blind_review_annotator_sees_no_grader_column_and_cannot_filter_or_sor
     assert "edits_tests</span>" not in html and "debug_leftovers" not in html and "Top pick</th>" not in html
     assert 'id="sort-confidence"' not in html and "disagrees</span>" not in html
     assert "Review</th>" in html  # blind review hides the grader, not whether people ranked
+    # the grader's pick beside its baselines is the grader's too
+    for query in ({"vs_shortest": "agrees"}, {"vs_consensus": "differs"}, {"sort": "-lines"}):
+        response = client.get(url, query)
+        assert _ids(response) == ["cheat-1", "task-1"] and response.context["flt"].params() == {}
+        assert "hidden from you in this batch" in response.content.decode()
+    table = html.split('class="table groups-table"')[1]
+    assert 'id="sort-lines"' not in html and "id_vs_shortest" not in html and "badge ok" not in table
+    assert all(g.top_lines is None and g.top_is_consensus is None for g in response.context["page"].groups)
     # the group page's previous / next follow the same rule
     page = client.get(reverse("group", args=[_row("task-1").pk]), {"top_flag": "edits_tests"})
     assert page.context["prev_url"] is not None  # cheat-1 comes before task-1: the flag filter was refused
     client.force_login(researcher)
     assert _ids(client.get(url, {"top_flag": "edits_tests"})) == ["cheat-1"]
+    assert _ids(client.get(url, {"vs_shortest": "differs"})) == ["cheat-1"]
     assert 'id="sort-confidence"' in client.get(url).content.decode()
 
 
@@ -210,14 +317,14 @@ def test_k_way_overlap_hides_the_review_state_and_agreement_from_annotators(clie
 # --- keyset pages over nullable sort keys --------------------------------------------------
 
 
-@pytest.mark.parametrize("sort", ["confidence", "-confidence", "agreement", "-agreement"])
+@pytest.mark.parametrize("sort", ["confidence", "-confidence", "agreement", "-agreement", "lines", "-lines"])
 def test_pages_by_a_nullable_key_cover_every_group_once_with_the_nulls_last(sort):
     batch = Batch.objects.create(name="big")
     groups = bare_groups(batch, 47)
     column, descending = selectors.SORTS[sort]
     for i, g in enumerate(groups):
         if i % 3:  # a third without a value; the others with ties
-            Group.objects.filter(pk=g.pk).update(**{column: (i % 7) / 7})
+            Group.objects.filter(pk=g.pk).update(**{column: i % 7 if sort.endswith("lines") else (i % 7) / 7})
     flt = GroupFilter(sort=sort)
     pages, cursor = [], ""
     while True:

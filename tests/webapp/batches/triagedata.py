@@ -6,7 +6,7 @@ from dataclasses import replace
 from grading.cases import Grade, GroupCase
 from grading.graders.heuristic import HeuristicGrader
 from tests.factories import rollout
-from tests.webapp.reviewdata import CLEAN, WRONG, file_patch, import_batch, records
+from tests.webapp.reviewdata import CLEAN, DEBUG, WRONG, file_patch, import_batch, records
 from webapp.grading.services import grading_launch
 from webapp.grading.worker import gradings_process
 from webapp.models import Batch
@@ -22,10 +22,12 @@ def edits_tests_records(group_id: str) -> list[dict]:
     return out
 
 
-def triage_batch(tmp_path, name="triage", extra=()) -> Batch:
-    """task-1 (t1..t5 pass, t6 fails), cheat-1 (c1, c2 pass editing tests, c3 fails), and
-    task-N groups like task-1 for each N in `extra`."""
+def triage_batch(tmp_path, name="triage", extra=(), baselines=False) -> Batch:
+    """task-1 (t1..t5 pass, t6 fails), cheat-1 (c1, c2 pass editing tests, c3 fails),
+    task-N groups like task-1 for each N in `extra`, and with `baselines` split-1 and tie-1
+    (`baselines_records`)."""
     recs = records("task-1") + edits_tests_records("cheat-1") + [r for n in extra for r in records(f"task-{n}")]
+    recs += baselines_records() if baselines else []
     return import_batch(tmp_path, recs, name=name)
 
 
@@ -51,3 +53,15 @@ def grade_with(batch: Batch, grader: str = "heuristic", config: dict | None = No
 
 def grade_with_heuristic(batch: Batch):
     return grade_with(batch)
+
+
+def baselines_records() -> list[dict]:
+    """split-1: s1 and s2 make the same change with a debug print (the consensus), s3 the
+    clean fix (the shortest), s4 fails; tie-1: u1..u5 make the same clean fix, u6 fails."""
+    out = [rollout("split-1", "s1", 1.0, patch=DEBUG), rollout("split-1", "s2", 1.0, patch=DEBUG),
+           rollout("split-1", "s3", 1.0, patch=CLEAN), rollout("split-1", "s4", 0.0, patch=WRONG)]
+    out += [rollout("tie-1", f"u{i}", 1.0, patch=CLEAN) for i in range(1, 6)] + [
+        rollout("tie-1", "u6", 0.0, patch=WRONG)]
+    for group_id, first in (("split-1", 0), ("tie-1", 4)):
+        out[first]["task"] = {"id": group_id, "statement": "Fix f.", "repo": "o/r", "base_commit": "b" * 40}
+    return out

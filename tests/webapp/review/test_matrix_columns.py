@@ -146,6 +146,17 @@ def test_density_and_wrap_are_classes_of_the_matrix(client, researcher, group):
     assert f'{compact} aria-pressed="true"' in html
 
 
+def test_the_narrow_density_is_a_class_and_a_toggle_beside_compact(client, researcher, group):
+    html = page(client, researcher, group, density="narrow").content.decode()
+    assert 'class="matrix-wrap narrow"' in html
+    assert f'id="toggle-narrow" class="btn toggle" data-layout href="/groups/{group.pk}/" aria-pressed="true"' in html
+    # compact from narrow replaces it: one density at a time
+    assert f'id="toggle-compact" class="btn toggle" data-layout href="/groups/{group.pk}/?density=compact"' in html
+    html = page(client, researcher, group, density="wide").content.decode()
+    assert "density=&#x27;wide&#x27; is not understood: it takes &#x27;compact&#x27; or &#x27;narrow&#x27;" in html
+    assert 'class="matrix-wrap"' in html
+
+
 # --- the reference column -----------------------------------------------------------------
 
 

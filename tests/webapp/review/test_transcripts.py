@@ -120,3 +120,23 @@ def test_the_database_cuts_the_page_of_turns(trajectory):
     assert transcript_slice(trajectory.pk, 0, 10) == (0, [])
     Transcript.objects.filter(pk=trajectory.pk).delete()
     assert transcript_slice(trajectory.pk, 0, 10) is None
+
+
+def test_transcript_links_and_picks_only_where_there_is_a_transcript(client, researcher, tmp_path):
+    from webapp.models import Group
+
+    recs = records("task-t")
+    for record in recs[2:]:
+        del record["messages"]  # t3..t6 come without a transcript
+    group = Group.objects.get(batch=import_batch(tmp_path, recs))
+    with_one = {t.trajectory_id: t.pk for t in Trajectory.objects.filter(group=group)}
+    client.force_login(researcher)
+    html = client.get(reverse("group", args=[group.pk])).content.decode()
+    linked = {tid for tid, pk in with_one.items() if f'href="{reverse("transcript", args=[pk])}"' in html}
+    assert linked == {"t1", "t2"}
+    assert html.count("No transcript</span>") == 4
+    assert "4 of the 6 trajectories have no transcript in the data." in html
+    for record in recs[:2]:
+        Transcript.objects.filter(pk=with_one[record["trajectory_id"]]).delete()
+    html = client.get(reverse("group", args=[group.pk])).content.decode()
+    assert 'id="transcripts"' not in html and "/transcript/" not in html
