@@ -62,7 +62,7 @@ def may_export(user) -> bool:
     return has_role(user, *EXPORT_ROLES)
 
 
-# Who opens the audit pages (webapp.audit.selectors.AUDIT_ROLES says the same).
+# Who opens the audit pages.
 AUDIT_ROLES = (AUDITOR, RESEARCHER)
 # The top bar's links: label, URL name and the roles whose views open the page.
 NAV = (("Batches", "index", ROLES), ("API tokens", "api_tokens", ROLES), ("Audit", "audit_sets", AUDIT_ROLES))

@@ -15,9 +15,7 @@ from django.shortcuts import get_object_or_404
 from grading.rankings import tier_lines
 from webapp.models import Annotation, AuditItem, AuditSet, AuditVerdict, Batch, GoldGroup, Grading, Group
 from webapp.rankings import FinalRanking, chain_heads
-from webapp.roles import AUDITOR, RESEARCHER, has_role
-
-AUDIT_ROLES = (AUDITOR, RESEARCHER)
+from webapp.roles import AUDIT_ROLES, has_role
 
 
 def may_audit(user) -> bool:

@@ -31,9 +31,9 @@ from webapp.grading.services import LaunchError, grading_launch
 from webapp.grouppage import group_for_page, render_group_page
 from webapp.models import AuditSet, AuditVerdict, Batch, GoldGroup, Group
 from webapp.params import query_int
-from webapp.roles import role_required
+from webapp.roles import AUDIT_ROLES, role_required
 
-audit_required = role_required(*selectors.AUDIT_ROLES)
+audit_required = role_required(*AUDIT_ROLES)
 
 
 @require_http_methods(["GET", "POST"])
