@@ -2,16 +2,24 @@
 
 A grader is given a GroupCase (plain data, no database): the task's statement and
 every trajectory of the group with its patch, test verdict and, when the grader
-reads them, its transcript and test evidence. It answers a Grade (the passing
+reads them, its transcript and test evidence; and the group's execution evidence, the
+candidate x test matrix of its candidates' code run in the sandbox (grading/execution),
+or why there is none. It answers a Grade (the passing
 trajectory ids best first in tiers, a tier holding tied ids) or raises a
 GraderError. Graders, backends, the workspace and the app all import these from
 here, and this module imports nothing of theirs.
 """
 
+from __future__ import annotations
+
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from grading.rankings import ranks_from_tiers
+
+if TYPE_CHECKING:  # the ground floor imports nothing above it at run time
+    from grading.execution.matrix import Matrix
 
 
 class GraderError(Exception):
@@ -43,6 +51,8 @@ class GroupCase:
     statement: str
     trajectories: tuple[TrajectoryCase, ...]
     repo: str = ""
+    execution: Matrix | None = None  # the execution evidence, keyed by trajectory id
+    no_execution: str = ""  # why there is none, when `execution` is None
 
     @property
     def passing(self) -> tuple[TrajectoryCase, ...]:

@@ -1,4 +1,18 @@
-"""How well a grader ranks passing patches, measured against a proxy of quality.
+"""How well a grader ranks passing patches: against people's verdicts first, and against a
+proxy of quality as a diagnostic.
+
+**People's verdicts** are the measure (``evaluate_correctness``). A passing trajectory a
+person marked not truly passing (a lucky pass, a reward hack) must rank below every one
+they left passing: per group, the *pairwise accuracy* is the share of (correct, incorrect)
+pairs the ranking orders so (a tie counts half) and the *top-1 incorrect rate* the chance
+that a pick from its best tier is one they marked. An auditor's corrected ranking is a
+second reference: the pairwise accuracy against the pairs it orders, and the *top-1
+correct rate*, the chance that the pick is among its best. Each is averaged over the groups
+that have such labels, with 95% bootstrap intervals over groups, beside shortest-first and
+random (the mean of ``RANDOM_SEEDS`` shuffles per group).
+
+The proxy, below, is a diagnostic only and labelled so: similarity to the human fix is at
+chance at telling lucky passes from correct ones.
 
 The proxy is similarity to the task's human fix (``reference_patch``): a
 passing patch that changes the lines and files the human changed is taken to
@@ -27,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from grading.agreement import Estimate, Tiers, bootstrap_interval, kendall_tau, top1_share
+from grading.agreement import Estimate, Tiers, bootstrap_interval, kendall_tau, pairwise_accuracy, top1_share
 from grading.cases import GroupCase, TrajectoryCase
 from grading.diffs import parse_patch
 from grading.rollouts import Rollout
@@ -201,3 +215,121 @@ def _cell(e: Estimate, *, signed: bool = False) -> str:
     number = f"{e.value:+.2f}" if signed else f"{e.value:.2f}"
     low, high = e.interval
     return f"{number} [{low:+.2f}, {high:+.2f}]" if signed else f"{number} [{low:.2f}, {high:.2f}]"
+
+
+# --- people's verdicts ------------------------------------------------------------
+
+VERDICTS_LABEL = "people's verdicts: passing trajectories a person marked not truly passing"
+RANKINGS_LABEL = "auditors' corrected rankings"
+CORRECTNESS_BASELINES: Mapping[str, Ranker] = {"shortest patch first": shortest_first}
+
+
+@dataclass(frozen=True)
+class LabelledGroup:
+    """A group as a grader sees it (the reward's verdicts), and what people said of it:
+    `incorrect`, the reward-passing ids a person marked not truly passing, among the
+    `reviewed` group's passing ones (a person looked at each); `ranking`, a corrected
+    ranking of those they kept, best first, if an auditor gave one."""
+
+    view: GroupCase
+    reviewed: bool = False
+    incorrect: frozenset[str] = frozenset()
+    ranking: Tiers | None = None
+
+
+def correctness_tiers(group: LabelledGroup) -> Tiers | None:
+    """(correct ids, incorrect ids) of a reviewed group that has both; else None."""
+    if not group.reviewed:
+        return None
+    passing = sorted(t.trajectory_id for t in group.view.passing)
+    incorrect = tuple(tid for tid in passing if tid in group.incorrect)
+    correct = tuple(tid for tid in passing if tid not in group.incorrect)
+    return (correct, incorrect) if correct and incorrect else None
+
+
+@dataclass(frozen=True)
+class CorrectnessResult:
+    """One ranker over one reference: `top1` is the top-1 incorrect rate against people's
+    verdicts, the top-1 correct rate against corrected rankings."""
+
+    name: str
+    groups: int
+    pairwise: Estimate
+    top1: Estimate
+
+
+@dataclass(frozen=True)
+class CorrectnessEvaluation:
+    verdict_groups: tuple[str, ...]
+    ranking_groups: tuple[str, ...]
+    verdicts: tuple[CorrectnessResult, ...]  # the graders, then the baselines
+    rankings: tuple[CorrectnessResult, ...]
+
+
+def evaluate_correctness(groups: Sequence[LabelledGroup], graders: Mapping[str, Ranker], *,
+                         seed: int = 0) -> CorrectnessEvaluation:
+    """Each grader and each baseline against people's verdicts and against corrected rankings."""
+    by_verdicts = [(g, tiers) for g in groups if (tiers := correctness_tiers(g))]
+    by_rankings = [(g, g.ranking) for g in groups if g.ranking and sum(len(tier) for tier in g.ranking) >= 2
+                   and len(g.ranking) >= 2]
+
+    def measure(pairs, top1) -> list[CorrectnessResult]:
+        results = []
+        for name, ranker in {**graders, **CORRECTNESS_BASELINES}.items():
+            scores = [_versus(reference, ranker(g.view), top1) for g, reference in pairs]
+            results.append(_correctness_result(name, scores, seed))
+        scores = []
+        for g, reference in pairs:
+            runs = [_versus(reference, random_order(g.view, s), top1) for s in range(RANDOM_SEEDS)]
+            scores.append((_mean([r[0] for r in runs]), _mean([r[1] for r in runs])))
+        results.append(_correctness_result(RANDOM, scores, seed))
+        return results
+
+    return CorrectnessEvaluation(
+        tuple(g.view.group_id for g, _ in by_verdicts), tuple(g.view.group_id for g, _ in by_rankings),
+        tuple(measure(by_verdicts, _top1_incorrect)), tuple(measure(by_rankings, _top1_correct)))
+
+
+def _top1_incorrect(reference: Tiers, ranking: Tiers) -> float | None:
+    share = top1_share(reference=reference, predicted=ranking)
+    return None if share is None else 1.0 - share
+
+
+def _top1_correct(reference: Tiers, ranking: Tiers) -> float | None:
+    return top1_share(reference=reference, predicted=ranking)
+
+
+def _versus(reference: Tiers, ranking: Tiers, top1) -> tuple[float | None, float | None]:
+    return pairwise_accuracy(reference=reference, predicted=ranking), top1(reference, ranking)
+
+
+def _mean(values) -> float | None:
+    kept = [v for v in values if v is not None]
+    return float(np.mean(kept)) if kept else None
+
+
+def _correctness_result(name: str, scores: list, seed: int) -> CorrectnessResult:
+    def estimate(values):
+        kept = [float(v) for v in values if v is not None]
+        if not kept:
+            return Estimate(None, None, 0)
+        return Estimate(float(np.mean(kept)), bootstrap_interval(kept, seed=seed), len(kept))
+
+    return CorrectnessResult(name, len(scores), estimate(s[0] for s in scores), estimate(s[1] for s in scores))
+
+
+def format_correctness(evaluation: CorrectnessEvaluation) -> str:
+    """The correctness figures as two text tables, each reference named in its header."""
+    lines = []
+    for label, used, results, top1 in (
+            (VERDICTS_LABEL, evaluation.verdict_groups, evaluation.verdicts, "top-1 incorrect"),
+            (RANKINGS_LABEL, evaluation.ranking_groups, evaluation.rankings, "top-1 correct")):
+        lines.append(f"{label}; {len(used)} group{'' if len(used) == 1 else 's'}")
+        if not used:
+            lines.append("  (none)")
+            continue
+        width = max(len(r.name) for r in results)
+        lines.append(f"{'ranking':<{width}}  groups  pairwise accuracy [95% CI]  {top1} [95% CI]")
+        for r in results:
+            lines.append(f"{r.name:<{width}}  {r.groups:>6}  {_cell(r.pairwise):<26}  {_cell(r.top1)}")
+    return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""Streaming reader and validator for the rollout format, version 1 (docs/rollout-format.md).
+"""Streaming reader and validator for the rollout format, version 2 (docs/rollout-format.md).
 
 ``read_rollouts`` yields valid rollouts one at a time and records every problem in an
 ``ErrorLog`` instead of stopping at the first, so one pass over a batch reports all of its
@@ -6,6 +6,10 @@ errors, up to the import's error limit (grading/limits.py: an import reads under
 of its size, its lines and its errors, and of the size of a group). The caller decides
 what errors mean; the importer rolls its transaction back. Memory stays bounded by the
 longest accepted line plus one entry per trajectory id.
+
+Version 2 adds what running a task's code needs, all optional and kept in the task's other
+keys (so a file of version 1 reads, and hashes, as before): `snapshot`, `test_patch`,
+`reward_tests` and `environment` (grading/execution/environment.py reads it).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grading.execution.environment import Environment
 from grading.jsonl import (
     CONTROL_CHARACTERS,
     ErrorLog,
@@ -43,6 +48,8 @@ _TOP_LEVEL = frozenset(
     + ("task", "messages", "tests", "metrics", "meta")
 )
 _TASK_KEYS = frozenset(("id", "statement", "repo", "base_commit", "reference_patch"))
+# Version 2's keys for running the task's code: checked here, kept among the task's other keys.
+_SNAPSHOT_CHARS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -414,7 +421,26 @@ class _Check:
         if len(self.problems) > before or task_id is None:
             return None
         extra = {key: value for key, value in task.items() if key not in _TASK_KEYS}
+        if not self.execution(extra):
+            return None
         return TaskInfo(task_id, statement, repo, base_commit, reference_patch, extra)
+
+    def execution(self, task: dict) -> bool:
+        """Check the keys that say how to run the task's code; False if any is wrong."""
+        before = len(self.problems)
+        snapshot = self.short_text(task, "snapshot", "task.snapshot", _SNAPSHOT_CHARS)
+        if snapshot is not None and (not snapshot or snapshot.startswith("/") or ".." in snapshot.split("/")):
+            self.bad("task.snapshot", "must be a path inside the codebase store: not empty, not absolute, no '..'")
+        self.text(task, "test_patch", "task.test_patch", required=False)
+        self.array(task, "reward_tests", "task.reward_tests", str, "a string")
+        environment = task.get("environment")
+        if environment is not None:
+            try:
+                Environment.from_dict(environment)
+            except ValueError as error:
+                field, _, reason = str(error).partition(": ")
+                self.bad(f"task.{field}", reason)
+        return len(self.problems) == before
 
     def messages(self) -> list[dict] | None:
         messages = self.record.get("messages")

@@ -6,7 +6,9 @@ records which label is which id. Every tool returns plain text no longer than it
 cap, and says so explicitly when it cut something. `render_prompt` and
 `render_submission` are what the SFT exporter calls, so graded and exported
 conversations come from the same code. The `evidence_*` tools show the heuristic
-grader's own figures (grading/evidence.py), so a model starts from what it knows.
+grader's own figures (grading/evidence.py), so a model starts from what it knows;
+`evidence_execution` shows the group's execution evidence (grading/execution), each
+candidate's code run against the reward's, the codebase's and its peers' tests.
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from functools import cached_property
 from grading import evidence
 from grading.cases import GroupCase, TrajectoryCase
 from grading.diffs import MARKER_LABELS, FileDiff, parse_patch, patch_stats, unique_files
+from grading.execution.verdicts import breaks_tests, flaky
 from grading.interdiff import interdiff
 from grading.rankings import FLAGS, InvalidRanking, validate_ranking
 
-PROMPT_VERSION = "2"
-EVIDENCE_TOOLS = ("evidence_consensus", "evidence_integrity", "evidence_minimality")
+PROMPT_VERSION = "3"
+EVIDENCE_TOOLS = ("evidence_consensus", "evidence_integrity", "evidence_minimality", "evidence_execution")
 TOOLS = ("list_trajectories", "view_patch", "view_transcript", "search", "compare", "view_tests",
          *EVIDENCE_TOOLS)
 SUBMIT = "submit_ranking"
@@ -58,6 +61,9 @@ of patches and transcripts; [] searches every label.
 - {{"tool": "evidence_consensus"}}, {{"tool": "evidence_integrity"}}, \
 {{"tool": "evidence_minimality"}}: a heuristic's figures per passing label: added lines the \
 others share; test edits, stray files, debug output; size against the leanest.
+- {{"tool": "evidence_execution"}}: each candidate's code run in a sandbox against the reward's \
+tests, the codebase's existing tests and the tests other candidates wrote: which it fails that \
+the others pass, and which reward verdicts do not reproduce.
 - {{"tool": "submit_ranking", "ranking": [["A"], ["B", "C"]], "rationales": {{"A": "..."}}, \
 "flags": {{"A": []}}}}: the final answer, best first; a tier holds tied labels. Every passing \
 label appears exactly once, with a rationale that cites evidence (file:line of a patch, or a \
@@ -286,6 +292,10 @@ class Workspace:
         return cap(evidence.minimality_text(self.evidence), self.caps.output_chars,
                    "list_trajectories shows each one's size")
 
+    def evidence_execution(self) -> str:
+        return cap(execution_text(self.group, self.label_of), self.caps.output_chars,
+                   "view_patch shows a candidate's change")
+
     # --- submission --------------------------------------------------------------------
 
     def submission(self, action: Mapping) -> tuple[tuple[tuple[str, ...], ...], dict, dict]:
@@ -365,6 +375,58 @@ def render_submission(workspace: Workspace, tiers: Sequence[Sequence[str]],
         "flags": {label: list(flags.get(workspace.mapping[label], ())) for label in ranked},
     }
     return json.dumps(action, ensure_ascii=False)
+
+
+def execution_text(group: GroupCase, label_of) -> str:
+    """The execution matrix by label: per candidate and suite, how many of its tests pass and
+    which fail; then the verdicts and what was skipped. Suites named after a candidate (a
+    peer's tests) are named by its label, never its id."""
+    matrix = group.execution
+    if matrix is None:
+        return f"No execution evidence: {group.no_execution or 'none gathered'}."
+
+    def suite_name(suite: str) -> str:
+        kind, _, author = suite.partition(":")
+        return f"{kind}:{label_of(author)}" if author else kind
+
+    lines = ["Execution evidence: each candidate's code run in a sandbox. Suites: reward (the reward's "
+             "tests, with the task's test patch), existing (the codebase's tests of the modules the "
+             "passing candidates touch, on each one's non-test changes), peer:X (the tests X wrote, on "
+             "each one's non-test changes)."]
+    ids = sorted(matrix.passed, key=label_of)
+    for tid in ids:
+        cells = []
+        for suite in matrix.suites():
+            run = matrix.run_of(tid, suite)
+            if run is None:
+                continue
+            tests = matrix.tests(suite)
+            statuses = {test: matrix.status(tid, suite, test) for test in tests}
+            failing = [test for test, status in statuses.items() if status != "pass"]
+            passed = len(tests) - len(failing)
+            text = f"{suite_name(suite)} {passed}/{len(tests)} pass" if tests else \
+                f"{suite_name(suite)} {run.outcome.status}"
+            if run.outcome.reason:
+                text += f" ({run.outcome.reason})"
+            if failing:
+                text += "; not passing: " + ", ".join(f"{t} [{statuses[t]}]" for t in failing[:5])
+                text += f", +{len(failing) - 5} more" if len(failing) > 5 else ""
+            cells.append(text)
+        verdict = "PASS" if matrix.passed[tid] else "FAIL"
+        lines.append(f"{label_of(tid)} ({verdict}): " + ("; ".join(cells) if cells else "no runs"))
+    broken = breaks_tests(matrix)
+    unreproduced = flaky(matrix)
+    lines.append("Fails tests most other passing candidates pass: " + (
+        "; ".join(f"{label_of(t)} ({', '.join(f'{suite_name(s)}: {n}' for s, n in cells[:5])})"
+                  for t, cells in sorted(broken.items(), key=lambda kv: label_of(kv[0]))) or "none"))
+    lines.append("Reward verdicts that do not reproduce: " + (
+        "; ".join(f"{label_of(t)}: {why}" for t, why in sorted(unreproduced.items(),
+                                                                key=lambda kv: label_of(kv[0]))) or "none"))
+    for skipped in matrix.skipped:
+        who = ", ".join(label_of(c) for c in skipped.candidates)
+        lines.append(f"Skipped {suite_name(skipped.suite) if skipped.suite != '*' else 'every suite'} "
+                     f"for {who}: {skipped.reason}")
+    return "\n".join(lines)
 
 
 def _render_file(label: str, f: FileDiff) -> str:

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Build sample/rollouts.jsonl: demo rollout groups set on the sample code base.
+"""Build sample/rollouts.jsonl and sample/evidence.jsonl: demo rollout groups set on the sample code base.
 
 The data lives in files: sample/sample.toml (the repository and the prompts),
 sample/codebase/ ("invoicekit", the repository the tasks are set on) and one file per
-task in sample/tasks/ (statement, tests, reference fix, and each trajectory as steps).
+task in sample/tasks/ (statement, tests, reference fix, and each trajectory as steps). The
+tasks of sample/evidence/ go to evidence.jsonl, their task records saying how to run their code
+(rollout format v2): groups where running the candidates shows what the reward's tests miss.
 This script replays every trajectory as tool calls (views, edits, commands) over a copy of
 the code base; its patch is the real unified diff, computed with difflib, from the original
 files to the files it ended with, so every patch applies with `git apply`. The evaluation
@@ -32,6 +34,7 @@ from samplegen.verify import verify
 
 HERE = Path(__file__).resolve().parent
 OUTPUT = HERE / "rollouts.jsonl"
+OUTPUTS = {"tasks": OUTPUT, "evidence": HERE / "evidence.jsonl"}  # task folder -> the file built from it
 DOC = HERE.parent / "docs" / "rollout-format.md"
 
 
@@ -89,26 +92,28 @@ def main() -> int:
     parser.add_argument("--verify", action="store_true", help="--check, then run git and pytest")
     parser.add_argument("--summary", action="store_true", help="print a table of the groups")
     args = parser.parse_args()
-    tasks = load_tasks(HERE)
-    lines = build_lines(tasks)
-    data = "".join(lines).encode("utf-8")
-    if args.check or args.verify:
-        if not OUTPUT.exists() or OUTPUT.read_bytes() != data:
-            print(f"{OUTPUT} is not what {Path(__file__).name} builds; run it again", file=sys.stderr)
-            return 1
-        for problem in check_doc_example(lines):
-            print(problem, file=sys.stderr)
-            return 1
-    else:
-        OUTPUT.write_bytes(data)
-    if args.summary or not (args.check or args.verify):
-        print(summary(lines))
-        print(f"{len(lines)} trajectories, {len(data)} bytes -> {OUTPUT.relative_to(HERE.parent)}")
-    if args.verify:
-        status = verify(tasks, lines)
-        print("verify:", "ok" if status == 0 else "FAILED")
-        return status
-    return 0
+    status = 0
+    for folder, output in OUTPUTS.items():
+        tasks = load_tasks(HERE, folder)
+        lines = build_lines(tasks)
+        data = "".join(lines).encode("utf-8")
+        if args.check or args.verify:
+            if not output.exists() or output.read_bytes() != data:
+                print(f"{output} is not what {Path(__file__).name} builds; run it again", file=sys.stderr)
+                return 1
+            for problem in check_doc_example(lines) if output == OUTPUT else ():
+                print(problem, file=sys.stderr)
+                return 1
+        else:
+            output.write_bytes(data)
+        if args.summary or not (args.check or args.verify):
+            print(summary(lines))
+            print(f"{len(lines)} trajectories, {len(data)} bytes -> {output.relative_to(HERE.parent)}")
+        if args.verify:
+            verified = verify(tasks, lines)
+            print(f"verify {output.name}:", "ok" if verified == 0 else "FAILED")
+            status = status or verified
+    return status
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ DATA_DIR=$("$PY" manage.py shell -v 0 -c 'from django.conf import settings; prin
 "$PY" manage.py add_user demo --role researcher --password demo --superuser --if-missing
 "$PY" manage.py import_rollouts sample/rollouts.jsonl --batch sample --append  # a second demo imports nothing new
 
+source scripts/evidence_demo.sh  # the sandbox and the codebase store, before the worker starts
+
 # The worker runs in the background with the periodic sweep (-B); the trap stops it
 # however this script ends: Ctrl-C, kill, or an error.
 "$PY" -m celery -A workers worker -Q cpu,gpu --concurrency 2 -B -l warning &
@@ -35,6 +37,7 @@ trap 'stop_worker; exit 130' INT TERM
 "$PY" manage.py grade --batch sample --grader heuristic --wait --timeout 120 \
     || echo "grading did not finish cleanly; the batch page shows why"
 "$PY" manage.py advantages --batch sample --format table
+evidence_demo "$PY"
 "$PY" manage.py export advantages --batch sample --format parquet --out "$DATA_DIR/sample-advantages.parquet" --force
 echo "Data in $DATA_DIR: the README's manage.py commands act on this instance."
 echo "Open http://127.0.0.1:$PORT and log in as demo / demo (Ctrl-C stops the web app and the worker)"

@@ -27,6 +27,7 @@ from django.db.models.functions import Collate
 from grading.advantages import gagar_advantages
 from grading.rankings import FLAGS
 from grading.schedules import SCHEDULES, cap, describe_schedule
+from webapp import work
 from webapp.models import Batch, Group, Trajectory
 from webapp.rankings import FinalRanking, Viewer, corrected_reward, final_rankings, pks_subquery
 
@@ -125,6 +126,7 @@ def advantage_config_update(*, batch: Batch, **given) -> AdvantageConfig:
     config = parse_advantage_config(given)
     batch.advantage_config = config.as_dict()
     batch.save(update_fields=["advantage_config"])
+    work.run_figures_stale(batch.pk)  # its advantages, so its step's figures and grading panel
     return config
 
 

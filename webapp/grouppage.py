@@ -20,6 +20,7 @@ from webapp.annotation.forms import RankingInput
 from webapp.annotation.panel import RankingPage
 from webapp.batches import selectors as listing
 from webapp.batches.forms import GroupFilterForm
+from webapp.evidence.selectors import evidence_panel
 from webapp.html.markdown import statement
 from webapp.models import Annotation, Group, Lease
 from webapp.rankings import Viewer
@@ -37,7 +38,7 @@ def group_for_page(pk: int, user) -> Group:
     others = live.exclude(user=user).order_by("expires_at")
     mine = Annotation.objects.filter(group=OuterRef("pk"), user=user, kind=Annotation.Kind.RANKING).order_by("-version")
     return get_object_or_404(
-        Group.objects.select_related("batch", "batch__annotation_policy").annotate(
+        Group.objects.select_related("batch", "batch__annotation_policy", "evidence").annotate(
             my_lease_until=Subquery(live.filter(user=user).values("expires_at")[:1]),
             held_by=Subquery(others.values("user__username")[:1]),
             held_until=Subquery(others.values("expires_at")[:1]),
@@ -111,6 +112,7 @@ def render_group_page(request, group, *, submitted: RankingInput | None = None, 
         "n_without_transcript": len(ordered) - len(transcripts),
         "marker_labels": sorted(MARKER_LABELS.items()),
         "ranking": ranking,
+        "evidence": evidence_panel(group),
     }, status=status)
 
 

@@ -29,6 +29,8 @@ EXPORT_TASK = "workers.tasks.export"  # on the cpu queue
 RENDER_TASK = "workers.tasks.render"  # on the cpu queue
 SEARCH_INDEX_TASK = "workers.tasks.search_index"  # on the cpu queue
 AUDIT_FIGURES_TASK = "workers.tasks.audit_figures"  # on the cpu queue
+EVIDENCE_TASK = "workers.tasks.evidence"  # on the cpu queue
+RUN_FIGURES_TASK = "workers.tasks.run_figures"  # on the cpu queue
 
 # Celery's Django fixup closes every database connection before and after each task, whatever
 # CONN_MAX_AGE says, unless this is set: then only once every this many tasks, and the handlers

@@ -65,7 +65,8 @@ def may_export(user) -> bool:
 # Who opens the audit pages.
 AUDIT_ROLES = (AUDITOR, RESEARCHER)
 # The top bar's links: label, URL name and the roles whose views open the page.
-NAV = (("Batches", "index", ROLES), ("API tokens", "api_tokens", ROLES), ("Audit", "audit_sets", AUDIT_ROLES))
+NAV = (("Batches", "index", ROLES), ("Runs", "runs", ROLES), ("API tokens", "api_tokens", ROLES),
+       ("Audit", "audit_sets", AUDIT_ROLES))
 
 
 def nav_links(user) -> list[tuple[str, str]]:

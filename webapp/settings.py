@@ -209,7 +209,12 @@ WORK_DEFAULTS = {
     "RENDER": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100},
     "SEARCH": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100},
     "AUDIT_FIGURES": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100},
+    "RUN_FIGURES": {"SOFT_TIME_LIMIT": 600, "TIME_LIMIT": 660},
     "SWEEP": {"SOFT_TIME_LIMIT": 300, "TIME_LIMIT": 360},
+    # A group's evidence pass: SECONDS of runs, RUNS runs and EXISTING_FILES of the codebase's
+    # test files at most (grading.execution.GroupBudget), within its task's time limits.
+    "EVIDENCE": {"SOFT_TIME_LIMIT": 2400, "TIME_LIMIT": 2700, "LEASE": 60.0, "HEARTBEAT": 10.0, "MAX_ATTEMPTS": 3,
+                 "RESEND_AFTER": 7200, "SECONDS": 1800.0, "RUNS": 200, "EXISTING_FILES": 20},
 }
 
 
@@ -227,6 +232,14 @@ def env_number(name, default):
 for _kind, _defaults in WORK_DEFAULTS.items():
     for _name, _default in _defaults.items():
         globals()[f"GAGAR_{_kind}_{_name}"] = env_number(f"GAGAR_{_kind}_{_name}", _default)
+# Execution evidence (docs/execution.md): the codebase store, a folder of git mirrors and
+# snapshots; unset, no group gets evidence and grading goes on without it. The sandbox the
+# workers run candidates in (docs/sandbox.md): `bwrap`, with these host folders read-only besides
+# the system's (a task's interpreter must lie in one), or `command` with its template.
+GAGAR_CODEBASES = os.environ.get("GAGAR_CODEBASES", "")
+GAGAR_SANDBOX = os.environ.get("GAGAR_SANDBOX", "bwrap")
+GAGAR_SANDBOX_PATHS = env_list("GAGAR_SANDBOX_PATHS")
+GAGAR_SANDBOX_TEMPLATE = os.environ.get("GAGAR_SANDBOX_TEMPLATE", "")
 # Queue per `module:Class` grader, "name=queue,..."; those not listed go to "gpu". Profiles
 # name their own queue (the built-in heuristic one: cpu).
 GAGAR_GRADER_QUEUES = dict(item.split("=", 1) for item in env_list("GAGAR_GRADER_QUEUES"))

@@ -10,6 +10,8 @@ urlpatterns = [
     path("", include("webapp.exports.urls")),
     path("", include("webapp.search.urls")),
     path("", include("webapp.audit.urls")),
+    path("", include("webapp.evidence.urls")),
+    path("", include("webapp.runs.urls")),
     path("api/", include("webapp.api.urls")),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -19,8 +19,9 @@ patterns, each written once here:
   worker that died before claiming, or forgotten by a broker restarted without persistence:
   their queue holds no message LOST_AFTER_S after they were due), or overdue.
 
-- **Derived data** (the render store, the search index, the audit dashboard's figures): caches
-  a write makes stale (`renders_stale`, `search_stale`, `figures_stale`). Their tasks are
+- **Derived data** (the render store, the search index, the audit dashboard's figures, a
+  batch's figures for its run and its grading panel): caches a write makes stale
+  (`renders_stale`, `search_stale`, `figures_stale`, `run_figures_stale`). Their tasks are
   idempotent; a lost message costs a first visit's work or waits for that cache's own sweep.
 
 Per-kind settings, each read from GAGAR_<KIND>_<NAME> (`setting`): LEASE, HEARTBEAT,
@@ -48,8 +49,8 @@ from django.db.models import F, Model, Q, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from webapp.jobs import AUDIT_FIGURES_TASK, CPU, RENDER_TASK, SEARCH_INDEX_TASK, app
-from webapp.models import AuditFigures, SearchState
+from webapp.jobs import AUDIT_FIGURES_TASK, CPU, RENDER_TASK, RUN_FIGURES_TASK, SEARCH_INDEX_TASK, app
+from webapp.models import AuditFigures, BatchFigures, SearchState
 
 log = logging.getLogger(__name__)
 
@@ -347,4 +348,33 @@ def figures_send(countdown: float | None = None) -> bool:
     except BrokerUnavailable as error:
         log.warning("audit figures: recompute not queued, the sweep sends it again: %s", error)
         return False
+    return True
+
+
+def run_figures_stale(batch_id: int) -> None:
+    """After a write that changes what a batch's figures are computed from (an import, a
+    grading, a human ranking, its advantage config): once it commits, mark them requested (the
+    page shows the previous ones as updating) and, unless a recompute was requested already,
+    send it: grading a step's groups sends one message while its recompute is pending."""
+    def after_commit():
+        now = timezone.now()
+        _, created = BatchFigures.objects.get_or_create(batch_id=batch_id, defaults={"requested_at": now})
+        if created or BatchFigures.objects.filter(batch_id=batch_id, requested_at=None).update(requested_at=now):
+            run_figures_send(batch_id)
+        else:
+            # A recompute already queued or running may have read the data before this write: a
+            # later request makes it run again.
+            BatchFigures.objects.filter(batch_id=batch_id, requested_at__lt=now).update(requested_at=now)
+    transaction.on_commit(after_commit, robust=True)
+
+
+def run_figures_send(batch_id: int, countdown: float | None = None) -> bool:
+    """Send the recompute of a batch's figures and record when; False when the broker refused
+    (logged: the figures' sweep sends it again)."""
+    try:
+        send(RUN_FIGURES_TASK, [{"batch_id": batch_id}], queue=CPU, countdown=countdown)
+    except BrokerUnavailable as error:
+        log.warning("figures of batch %s: recompute not queued, the sweep sends it again: %s", batch_id, error)
+        return False
+    BatchFigures.objects.filter(batch_id=batch_id).update(sent_at=timezone.now())
     return True

@@ -11,7 +11,7 @@ died of it in turn while every other task waited behind it.
 
 A pool process killed mid-task (the kernel's out-of-memory killer) is a lost worker: a
 grading or export is claimed, so its message handed again finds it taken and its lease
-decides; the caches (renders, the search index, the audit figures) are not, so a lost one
+decides; the caches (renders, the search index, the audit and run figures) are not, so a lost one
 drops its message instead of handing it to the next worker: a patch not rendered is
 rendered when its group is first shown, and the index's and the figures' sweeps send
 theirs again later.
@@ -20,14 +20,29 @@ theirs again later.
 import functools
 import logging
 
+from celery.signals import worker_init
 from django.db import InterfaceError, OperationalError
 
+from grading.sandbox import SandboxConfigError
 from webapp.audit.services import figures_refresh, figures_sweep
+from webapp.evidence.services import OVER, evidence_check_sandbox, evidence_process, evidence_sweep
 from webapp.exports.services import export_build, exports_sweep
-from webapp.grading.services import gradings_sweep
+from webapp.grading.services import gradings_release, gradings_sweep
 from webapp.grading.worker import gradings_process
 from webapp.html.renders import batch_render, renders_sweep
-from webapp.jobs import AUDIT_FIGURES_TASK, EXPORT_TASK, GRADE_TASK, RENDER_TASK, SEARCH_INDEX_TASK, SWEEP_TASK, app
+from webapp.jobs import (
+    AUDIT_FIGURES_TASK,
+    EVIDENCE_TASK,
+    EXPORT_TASK,
+    GRADE_TASK,
+    RENDER_TASK,
+    RUN_FIGURES_TASK,
+    SEARCH_INDEX_TASK,
+    SWEEP_TASK,
+    app,
+)
+from webapp.runs.services import figures_refresh as run_figures_refresh
+from webapp.runs.services import figures_sweep as run_figures_sweep
 from webapp.search.services import batch_index, index_sweep
 from webapp.work import time_limits
 
@@ -96,11 +111,39 @@ def audit_figures() -> None:
     figures_refresh()
 
 
+@app.task(name=RUN_FIGURES_TASK, **time_limits("run_figures"), **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
+@fails_alone
+def run_figures(*, batch_id: int) -> None:
+    """Recompute a batch's figures (its run page's step, its grading panel) if requested."""
+    run_figures_refresh(batch_id)
+
+
+@app.task(name=EVIDENCE_TASK, **time_limits("evidence"), **RETRY_ON_DATABASE_ERRORS)
+@fails_alone
+def evidence(*, group_id: int) -> None:
+    """Gather the group's execution evidence if its pass is still queued; once the pass is over,
+    send the group's gradings, which waited for it."""
+    if evidence_process(group_id=group_id) in OVER:
+        gradings_release(group_pks=[group_id])
+
+
+@worker_init.connect
+def check_sandbox(**_) -> None:
+    """A sandbox that cannot run (bwrap missing, a container runtime without its daemon) stops
+    the worker at start with the reason, rather than failing every group's evidence pass."""
+    try:
+        evidence_check_sandbox()
+    except SandboxConfigError as error:
+        raise SystemExit(f"execution evidence: the sandbox cannot run here: {error}") from None
+
+
 @app.task(name=SWEEP_TASK, **time_limits("sweep"))
 @fails_alone
 def sweep() -> None:
     gradings_sweep()
+    evidence_sweep()
     exports_sweep()
     renders_sweep()
     index_sweep()
     figures_sweep()
+    run_figures_sweep()

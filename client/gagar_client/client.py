@@ -19,6 +19,8 @@ from urllib.parse import quote
 
 import httpx
 
+from gagar_client.grpo import grpo_values
+
 RETRY_STATUSES = (502, 503, 504)
 # The app answers a waiting call after at most this many seconds; longer waits ask again.
 MAX_WAIT_S = 120.0
@@ -44,8 +46,9 @@ class StepResult:
 
     `rewards`: the value to use as the reward of every submitted (group_id, trajectory_id):
     the app's `reward_for_trainer` (the GAGAR advantage) where the group was ranked, and
-    for a group in `fallback` its plain GRPO advantage (or its test reward, when the app
-    could not be reached at all). `fallback`: group_id -> why the group has no GAGAR ranking.
+    for a group in `fallback` its plain GRPO advantage, the app's or, when the app could not
+    be reached at all, computed here as the app computes it (gagar_client.grpo): the same
+    scale either way. `fallback`: group_id -> why the group has no GAGAR ranking.
     """
 
     batch: str
@@ -152,22 +155,30 @@ class Client:
 
     # --- online steps ----------------------------------------------------------------
 
+    def latest_step(self, run: str) -> int | None:
+        """The number of the latest step of the run `run` in the app; None when it has none yet."""
+        found = self._request("GET", "/runs", params={"name": run}).json()
+        return found[0]["latest_step"] if found else None
+
     def grade_step(self, rollouts: Sequence[dict], *, run: str, step: int, grader: str = "heuristic",
-                   deadline: float = 60.0, advantage_config: dict | None = None) -> StepResult:
+                   deadline: float = 60.0, advantage_config: dict | None = None, append: bool = False) -> StepResult:
         """Grade one training step's groups and return a reward for every trajectory.
 
         `rollouts` are rollout-format records (group_id, trajectory_id, reward, patch, ...).
         Groups not ranked within `deadline` seconds, or whose grading failed or was cancelled,
         get their plain GRPO advantage and are named in `fallback`. If the app cannot be
-        reached (or fails with a 5xx) before the deadline, every trajectory gets its test
-        reward and every group is in `fallback`: training never waits on the app. A 4xx
-        answer (a bad rollout, a bad token) raises GagarAPIError: that is a mistake to fix,
-        not to ride out.
+        reached (or fails with a 5xx) before the deadline, every trajectory gets the plain GRPO
+        advantage of its test reward under `advantage_config`, computed here, and every group is
+        in `fallback`: training never waits on the app. A 4xx answer (a bad rollout, a bad
+        token, a step the run has or has passed: 409 unless `append`) raises GagarAPIError:
+        that is a mistake to fix, not to ride out.
         Returns by `deadline` plus at most one request timeout."""
         end = time.monotonic() + deadline
         keys = [_key(r) for r in rollouts]
         body = b"".join(json.dumps(r).encode() + b"\n" for r in rollouts)
         params: dict[str, Any] = {"run": run, "step": step, "grader": grader}
+        if append:
+            params["append"] = "true"
         if advantage_config:
             params["config"] = json.dumps(advantage_config)
         try:
@@ -182,9 +193,9 @@ class Client:
         except GagarAPIError as error:
             if error.status < 500:
                 raise
-            return _plain(rollouts, keys, f"app error: {error}")
+            return _plain(rollouts, keys, f"app error: {error}", advantage_config)
         except GagarError as error:
-            return _plain(rollouts, keys, f"app unreachable: {error}")
+            return _plain(rollouts, keys, f"app unreachable: {error}", advantage_config)
         return _step_result(answer, keys, deadline)
 
     # --- transport -------------------------------------------------------------------
@@ -263,10 +274,12 @@ def _key(rollout: dict) -> tuple[str, str]:
         raise ValueError(f"a rollout needs group_id and trajectory_id: {str(rollout)[:200]}") from None
 
 
-def _plain(rollouts: Sequence[dict], keys: list[tuple[str, str]], reason: str) -> StepResult:
-    """The test rewards as they are, every group a fallback: what a trainer gets without the app."""
-    rewards = {key: float(r["reward"]) for key, r in zip(keys, rollouts, strict=True)}
-    return StepResult(batch="", rewards=rewards, fallback={group: reason for group, _ in keys})
+def _plain(rollouts: Sequence[dict], keys: list[tuple[str, str]], reason: str, config: dict | None) -> StepResult:
+    """Plain GRPO advantages of the test rewards, as the app would give them under `config`,
+    every group a fallback: what a trainer gets without the app."""
+    values = grpo_values([float(r["reward"]) for r in rollouts], keys, config)
+    return StepResult(batch="", rewards=dict(zip(keys, values, strict=True)),
+                      fallback={group: reason for group, _ in keys})
 
 
 def _step_result(answer: dict, keys: list[tuple[str, str]], deadline: float) -> StepResult:

@@ -290,8 +290,9 @@ def _grade_step(settings: Settings, groups: list[_Group]) -> list[float]:
     Any other 4xx raises: a mistake to fix."""
     values: dict[int, list[float]] = {}
     sending = list(range(len(groups)))
-    step, end = next_step(settings.run), time.monotonic() + settings.deadline
+    end = time.monotonic() + settings.deadline
     with Client(settings.url, settings.token, timeout=settings.timeout) as client:
+        step = next_step(settings.run, client)
         while sending:
             records, owners = [], []
             for position, index in enumerate(sending):
@@ -300,9 +301,10 @@ def _grade_step(settings: Settings, groups: list[_Group]) -> list[float]:
                                          pass_threshold=settings.pass_threshold)
                 owners += [index] * len(group.samples)
             try:
+                # append: each reward-loop worker process counts its own steps, so two may send the same number.
                 answer, _ = step_values(client, records, run=settings.run, step=step, grader=settings.grader,
                                         deadline=max(end - time.monotonic(), 0.0),
-                                        advantage_config=json.loads(settings.advantage_config) or None)
+                                        advantage_config=json.loads(settings.advantage_config) or None, append=True)
             except GagarAPIError as error:
                 refused = _refused(error, owners) if error.status == HTTPStatus.BAD_REQUEST else {}
                 if not refused:

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("gagar_client")
 
-# A step's number is how many steps this process has sent for the run before it: verl's
-# reward functions are not told verl's global step.
+# verl's reward functions are not told verl's global step: a step's number is how many steps
+# this process has sent for the run before it, counted on from the run's latest step in the
+# app (so a resumed run goes on after its steps instead of colliding with them).
 _steps: dict[str, itertools.count] = {}
 
 
@@ -143,11 +144,11 @@ def _storable(value):
 
 
 def step_values(client: Client, records: list[dict], *, run: str, step: int, grader: str, deadline: float,
-                advantage_config: dict | None) -> tuple[list[float], dict[str, str]]:
+                advantage_config: dict | None, append: bool = False) -> tuple[list[float], dict[str, str]]:
     """Each record's reward for the trainer, in order, and group_id -> reason for the groups
     that fell back to plain rewards; each fallback is logged as a warning."""
     result = client.grade_step(records, run=run, step=step, grader=grader, deadline=deadline,
-                               advantage_config=advantage_config)
+                               advantage_config=advantage_config, append=append)
     for group_id, reason in sorted(result.fallback.items()):
         logger.warning("GAGAR %s step %s: group %s keeps plain rewards (%s)", run, step, group_id, reason)
     return [result.rewards[(r["group_id"], r["trajectory_id"])] for r in records], result.fallback
@@ -164,9 +165,21 @@ def test_rewards(values: Sequence, n: int, source: str) -> list[float]:
     return [float(r) for r in rewards]
 
 
-def next_step(run: str) -> int:
-    """The number of the next step this process sends for `run`: 0, 1, 2, ..."""
-    return next(_steps.setdefault(run, itertools.count()))
+def next_step(run: str, client: Client | None = None) -> int:
+    """The number of the next step this process sends for `run`: on the first call, one after
+    the run's latest step in the app (0 for a new run, or when `client` is None or cannot
+    reach the app: logged), then one more each call."""
+    if run not in _steps:
+        start = 0
+        if client is not None:
+            try:
+                latest = client.latest_step(run)
+            except Exception as error:  # the app down: the step falls back anyway; count from 0
+                logger.warning("GAGAR %s: the run's latest step is unknown (%s); counting steps from 0", run, error)
+            else:
+                start = 0 if latest is None else latest + 1
+        _steps[run] = itertools.count(start)
+    return next(_steps[run])
 
 
 def test_score_function(test_score: str | Callable) -> Callable:

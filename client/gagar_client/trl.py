@@ -43,6 +43,7 @@ def gagar_reward(
     grader: str = "heuristic",
     deadline: float = 60.0,
     advantage_config: dict | None = None,
+    append: bool = False,
 ) -> Callable[..., list[float]]:
     """A TRL reward function that returns GAGAR's redistributed advantages.
 
@@ -53,14 +54,18 @@ def gagar_reward(
     `patch_of(completion, row)`: the trajectory's final patch, `row` being the completion's
     dataset columns plus `prompt`; by default the completion's text.
 
-    Each call sends the step's groups to the app (`run`, step = TRL's global step), waits
+    Each call sends the step's groups to the app as step TRL's global step of the run `run`
+    (a second call at the same global step, an evaluation, adds to that step), waits
     at most `deadline` seconds for `grader`, and returns one value per completion. A group
     the app could not rank in time keeps its plain GRPO advantage (its test reward when the
     app is unreachable); each such group is logged as a warning, their count as the metric
-    `gagar/fallback_groups`, and training goes on.
+    `gagar/fallback_groups`, and training goes on. The app refuses a step its run has from
+    an earlier process (a run name used twice by mistake); `append=True` lets a run resumed
+    from a checkpoint add to the steps it sent before.
     """
     if num_generations < 2:
         raise ValueError(f"num_generations must be at least 2 (a group), got {num_generations}")
+    sent: set[int] = set()  # the steps this process has sent
 
     def gagar(prompts, completions, completion_ids, trainer_state, log_extra=None, log_metric=None,
               **columns) -> list[float]:
@@ -80,9 +85,11 @@ def gagar_reward(
             local.append((str(row[task_column]), prompt, sample))
 
         def grade(everything):
+            step = trainer_state.global_step
             records = step_records(everything, num_generations=num_generations, pass_threshold=pass_threshold)
-            values, fallback = step_values(client, records, run=run, step=trainer_state.global_step,
-                                           grader=grader, deadline=deadline, advantage_config=advantage_config)
+            values, fallback = step_values(client, records, run=run, step=step, grader=grader, deadline=deadline,
+                                           advantage_config=advantage_config, append=append or step in sent)
+            sent.add(step)
             return values, len(fallback)
 
         values, fallbacks = _graded_everywhere(local, grade)

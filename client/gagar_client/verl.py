@@ -82,8 +82,8 @@ def compute_score(
                           messages=[{"role": "assistant", "content": solution_strs[i]}]) for i in indices]
         records += group_records(task, samples, position=position, statement=None, pass_threshold=pass_threshold)
         order += indices
-    step = next_step(run)
     with Client(url, token, timeout=timeout) as client:
+        step = next_step(run, client)
         values, _ = step_values(client, records, run=run, step=step, grader=grader, deadline=deadline,
                                 advantage_config=advantage_config)
     out = [0.0] * n

@@ -5,19 +5,23 @@ matrix (docs/execution.md).
 `Environment.from_dict` reads a task's `environment`; `plan_runs` says what to run for a
 group (deduplicated by a cache key, capped by a `GroupBudget`); `run_planned` runs it
 through a sandbox, resumably, within the group's time; `Matrix.build` joins the plan to
-the outcomes, and `flaky` and `breaks_tests` read verdicts from it.
+the outcomes, and `flaky` and `breaks_tests` read verdicts from it. `CodebaseStore` gives
+a task's code, `task_execution` what else its task says about running it.
 """
 
+from grading.execution.codebases import Codebase, CodebaseStore, NoCodebase
 from grading.execution.environment import Environment
 from grading.execution.matrix import Matrix, MatrixRun, RunOutcome
 from grading.execution.plan import Candidate, GroupBudget, Plan, PlannedRun, Skipped, plan_runs, run_key
 from grading.execution.reports import parse_pytest_summary
 from grading.execution.runner import run_planned
 from grading.execution.selection import PatchSplitError, named_after_touched_modules, split_patch
+from grading.execution.task import TaskExecution, task_execution
 from grading.execution.verdicts import breaks_tests, flaky
 
 __all__ = [
-    "Candidate", "Environment", "GroupBudget", "Matrix", "MatrixRun", "PatchSplitError", "Plan",
-    "PlannedRun", "RunOutcome", "Skipped", "breaks_tests", "flaky", "parse_pytest_summary",
-    "plan_runs", "run_key", "run_planned", "split_patch", "named_after_touched_modules",
+    "Candidate", "Codebase", "CodebaseStore", "Environment", "GroupBudget", "Matrix", "MatrixRun",
+    "NoCodebase", "PatchSplitError", "Plan", "PlannedRun", "RunOutcome", "Skipped", "TaskExecution",
+    "breaks_tests", "flaky", "named_after_touched_modules", "parse_pytest_summary", "plan_runs",
+    "run_key", "run_planned", "split_patch", "task_execution",
 ]

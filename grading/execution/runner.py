@@ -129,4 +129,5 @@ def _sandboxed(sandbox: Sandbox, workdir: Path, script: str, environment: Enviro
 
 
 def _tail(output: str) -> str:
-    return output[-LOG_TAIL_CHARS:]
+    # A NUL is shown, not kept: PostgreSQL's JSON cannot store one.
+    return output[-LOG_TAIL_CHARS:].replace("\x00", "\\x00")

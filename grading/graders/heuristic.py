@@ -18,6 +18,10 @@ counting each would let one agent outvote the rest. Two markers read what a fix 
 (``grading.effects``): a fix with no effect on behaviour (only comments, docstrings,
 whitespace or tests, or nothing) ranks below every fix with one, and deleting a return,
 raise, yield or call that the hunk does not write again costs ``WEIGHTS["removed_behaviour"]``.
+Execution evidence, when the group has it (grading/execution): a fix that fails tests most
+of the other passing fixes pass (``breaks_tests``), or whose reward tests fail when run
+again (``not_reproduced``: a lucky pass, a flaky test), ranks below every fix without such
+a failure, the failing tests named in its rationale.
 The rationale lists the features that cost the most, with the files behind them, so a
 reader can check every step; ``explain`` gives every term of every
 penalty, recomputed from the same inputs (the grading's page shows it: the
@@ -52,6 +56,7 @@ from grading.diffs import (
     unique_files,
 )
 from grading.effects import no_effect, removed_behaviour
+from grading.execution.verdicts import breaks_tests, flaky
 from grading.graders.base import Grader
 
 # Penalty points per feature. Changing one changes the grader's version.
@@ -72,6 +77,9 @@ WEIGHTS: Mapping[str, float] = {
     "unreadable": 2.0,       # a patch that does not parse
     "removed_behaviour": 1.0,  # deleted returns, raises, yields or calls the hunk does not write again
     "no_effect": 2.0,        # over the largest penalty of a passing fix that has an effect
+    # over the largest penalty of a passing fix without an execution failure:
+    "breaks_tests": 3.0,     # fails tests (existing, or a peer's) that most other passing fixes pass
+    "not_reproduced": 3.0,   # the reward's tests fail when run again in the sandbox
 }
 TIE_TOLERANCE = 0.1
 # A fix this many times the leanest (and at least COMPLEX_EXTRA lines longer) is flagged.
@@ -112,6 +120,10 @@ class Features:
     unneeded_files: list[str] = field(default_factory=list)
     no_effect: str | None = None  # why the fix changes no behaviour, when it does not
     removed_behaviour: list[str] = field(default_factory=list)  # "path:line `code`" per deleted line
+    # from the execution evidence: the tests it fails that most other passing fixes pass
+    # ("suite: test"), and why its reward verdict did not reproduce
+    broken_tests: list[str] = field(default_factory=list)
+    not_reproduced: str | None = None
     # the code lines the fix adds outside tests and stray files, whitespace removed
     added_lines: frozenset[str] = frozenset()
     # filled in per group: how many other distinct passing changes there are, and the
@@ -352,8 +364,8 @@ def penalty_steps(tiers, terms: Mapping[str, Sequence[Term]], penalties: Mapping
 
 
 class HeuristicGrader(Grader):
-    """Ranks passing trajectories by ``penalty_terms``; reads patches, metrics and the
-    task statement, never transcripts or test evidence."""
+    """Ranks passing trajectories by ``penalty_terms``; reads patches, metrics, the task
+    statement and the group's execution evidence, never transcripts or the reward's test log."""
 
     name = "heuristic"
     version = VERSION
@@ -405,6 +417,8 @@ class HeuristicGrader(Grader):
                 f.unneeded_files = sorted(p for p in paths if p not in f.stray_files
                                           and not parsed[tid].file(p).is_test)
             _consensus(features, keys)
+        if group.execution is not None:
+            _execution(features, group)
         terms = self._terms(features)
         penalties = {tid: round(sum(t.points for t in ts), 4) for tid, ts in terms.items()}
         return features, terms, penalties, keys
@@ -416,6 +430,7 @@ class HeuristicGrader(Grader):
         least = group_minima(features.values())
         terms = {tid: penalty_terms(f, **least) for tid, f in features.items()}
         _rank_no_effect_last(features, terms)
+        _rank_execution_failures_last(features, terms)
         return terms
 
     @staticmethod
@@ -464,6 +479,32 @@ def _rank_no_effect_last(features: Mapping[str, Features], terms: dict[str, list
         if f.no_effect is not None:
             terms[tid].append(Term("no_effect", WEIGHTS["no_effect"] + worst, f.no_effect, ("no_effect",)))
             terms[tid].sort(key=lambda t: -t.points)
+
+
+def _execution(features: Mapping[str, Features], group: GroupCase) -> None:
+    """Fill in `broken_tests` and `not_reproduced` from the group's matrix."""
+    broken = breaks_tests(group.execution)
+    unreproduced = flaky(group.execution)
+    for tid, f in features.items():
+        f.broken_tests = [f"{suite}: {test}" for suite, test in broken.get(tid, ())]
+        f.not_reproduced = unreproduced.get(tid)
+
+
+def _rank_execution_failures_last(features: Mapping[str, Features], terms: dict[str, list[Term]]) -> None:
+    """Give each fix the execution evidence caught a term of its weight above the largest penalty
+    of a fix it did not catch, as `_rank_no_effect_last` does: caught fixes rank below the rest."""
+    caught = {tid for tid, f in features.items() if f.broken_tests or f.not_reproduced}
+    worst = max((sum(t.points for t in terms[tid]) for tid in features if tid not in caught), default=0.0)
+    for tid in caught:
+        f = features[tid]
+        if f.broken_tests:
+            terms[tid].append(Term("breaks_tests", WEIGHTS["breaks_tests"] + worst,
+                                   f"fails {len(f.broken_tests)} test(s) that most other passing fixes pass: "
+                                   f"{_names(f.broken_tests)}", ("breaks_tests",)))
+        if f.not_reproduced:
+            terms[tid].append(Term("not_reproduced", WEIGHTS["not_reproduced"] + worst,
+                                   f"not reproduced: {f.not_reproduced}", ("other",)))
+        terms[tid].sort(key=lambda t: -t.points)
 
 
 def _consensus(features: Mapping[str, Features], keys: Mapping[str, object]) -> None:

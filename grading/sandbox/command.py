@@ -58,14 +58,18 @@ class CommandSandbox:
     def check(self) -> None:
         """Raise SandboxConfigError unless the template's program is installed and runs
         `true` (a container runtime with no daemon fails here, not at the first run)."""
-        program = shlex.split(self.template)[0]
-        if shutil.which(program) is None:
-            raise SandboxConfigError(f"sandbox template: {program!r} is not installed")
+        self.check_program()
         with tempfile.TemporaryDirectory() as workdir:
             trial = self.run(Path(workdir), ["true"], Limits(wall_seconds=120))
         if trial.status != PASSED:
             raise SandboxConfigError(f"sandbox template cannot run `true` ({trial.status}): "
                                      f"{trial.output.strip()}\n{trial.command}")
+
+    def check_program(self) -> None:
+        """Raise SandboxConfigError unless the template's program is installed."""
+        program = shlex.split(self.template)[0]
+        if shutil.which(program) is None:
+            raise SandboxConfigError(f"sandbox template: {program!r} is not installed")
 
     def run(self, workdir: Path, command: list[str] | str, limits: Limits) -> RunResult:
         """Run `command` (an argument list, or a line for `sh -c`) through the template,

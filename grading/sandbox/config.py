@@ -47,5 +47,10 @@ def make_sandbox(config: SandboxConfig) -> Sandbox:
 
 def check_backend(config: SandboxConfig) -> None:
     """What a worker calls at start: raises SandboxConfigError, with the reason, unless
-    the configured sandbox can run here (its program installed, a trial run passing)."""
+    the configured sandbox can run here (its program installed, a trial run passing).
+    A `command` template that takes `{image}`, with no image configured (each task names
+    its own), is checked without a trial run: its words, and its program installed."""
+    if config.backend == "command" and not config.image and "{image}" in config.template:
+        CommandSandbox(config.template, image="(each task's)").check_program()
+        return
     make_sandbox(config).check()

@@ -26,6 +26,9 @@ class Sample:
     system_prompt: str
     user_prompt: str  # a str.format template
     codebase: dict[str, str]
+    # How the evidence tasks' code runs (sample.toml's [execution]): the snapshot and environment
+    # their task records name, rollout format v2.
+    execution: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -42,6 +45,7 @@ class Task:
     passed_field: bool
     extra_fields: dict
     runs: list[Run] = field(default_factory=list)
+    runs_code: bool = False  # its record says how to run its code (sample/evidence/)
 
     @property
     def test_ids(self) -> list[str]:
@@ -55,7 +59,16 @@ class Task:
             "repo": self.sample.repo,
             "base_commit": self.sample.base_commit,
             "reference_patch": make_patch(base, apply_edits(base, self.reference)),
+            **(self.execution_record() if self.runs_code else {}),
         }
+
+    def execution_record(self) -> dict:
+        """What running the task's code needs: the snapshot, the hidden tests as the test patch the
+        reward applies, the reward's tests and the environment."""
+        base = self.sample.codebase
+        hidden = {**base, **{path: base[path] + code for path, code in self.hidden_tests.items()}}
+        return {"snapshot": self.sample.execution["snapshot"], "test_patch": make_patch(base, hidden),
+                "reward_tests": self.test_ids, "environment": self.sample.execution["environment"]}
 
     def user_prompt(self) -> str:
         s = self.sample
@@ -89,6 +102,7 @@ class Run:
         ]
         self.checks: list[Check] = []
         self.outcome: dict = {}
+        self.recorded: dict | None = None
 
     def _call(self, thought: str | None, name: str, args: dict, output: str) -> None:
         n = sum(1 for m in self.messages if m["role"] == "tool")
@@ -190,17 +204,22 @@ class Run:
     def finish(self, text):
         self.messages.append({"role": "assistant", "content": text})
 
-    def evaluate(self, *, failed=None, collection_error=None):
-        """The evaluation: `failed` maps the last part of a test id to its one-line reason."""
+    def evaluate(self, *, failed=None, collection_error=None, recorded_failed=None):
+        """The evaluation: `failed` maps the last part of a test id to its one-line reason.
+        `recorded_failed`, in the same form, is what a flaky evaluation recorded instead: the
+        line carries it, --verify checks `failed`."""
         if (failed is None) == (collection_error is None):
             raise SystemExit(f"{self.task.id}/{self.tid}: give the evaluation `failed` or `collection_error`")
         self.outcome = {"error": collection_error} if collection_error is not None else {"failed": failed}
+        self.recorded = recorded_failed
 
-    def tests_record(self) -> tuple[float, dict]:
+    def tests_record(self, *, as_recorded: bool = True) -> tuple[float, dict]:
         ids = self.task.test_ids
         if "error" in self.outcome:
             return 0.0, {"passed": [], "failed": list(ids), "log": self.outcome["error"]}
         reasons = self.outcome["failed"]
+        if as_recorded and self.recorded is not None:
+            reasons = self.recorded
         failed = [i for i in ids if i.split("::")[-1] in reasons]
         passed = [i for i in ids if i not in failed]
         unknown = set(reasons) - {i.split("::")[-1] for i in failed}

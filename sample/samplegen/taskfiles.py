@@ -85,7 +85,7 @@ def play(run: Run, step: dict) -> None:
     getattr(run, tools[0])(thought, target, **step)
 
 
-def load_task(sample: Sample, path: Path) -> Task:
+def load_task(sample: Sample, path: Path, *, runs_code: bool = False) -> Task:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     require_known(data, TASK_KEYS, path.name)
     texts = Texts(sample.codebase, data.get("snippets", {}), where=path.name)
@@ -105,6 +105,7 @@ def load_task(sample: Sample, path: Path) -> Task:
         task_on_every_line=data["task_on_every_line"],
         passed_field=data.get("passed_field", False),
         extra_fields=data.get("extra_fields", {}),
+        runs_code=runs_code,
     )
     for spec in data["runs"]:
         require_known(spec, RUN_KEYS, f"{path.name}: run {spec['id']}")
@@ -120,6 +121,8 @@ def load_task(sample: Sample, path: Path) -> Task:
     return task
 
 
-def load_tasks(here: Path) -> list[Task]:
+def load_tasks(here: Path, folder: str = "tasks") -> list[Task]:
+    """The task files of `folder`: `tasks/`, or `evidence/`, whose records say how to run their code."""
     sample = load_sample(here)
-    return [load_task(sample, path) for path in sorted((here / "tasks").glob("*.toml"))]
+    return [load_task(sample, path, runs_code=folder == "evidence")
+            for path in sorted((here / folder).glob("*.toml"))]

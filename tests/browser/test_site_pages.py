@@ -17,7 +17,7 @@ def test_an_annotator_meets_no_dead_link_and_errors_inside_the_layout(page, live
     make_user("anna", ANNOTATOR)
     page.set_viewport_size({"width": width, "height": height})
     login(page, live_server, "anna", PASSWORD)
-    expect(page.locator(".topbar .nav a")).to_have_text(["GAGAR Studio", "Batches", "API tokens"])
+    expect(page.locator(".topbar .nav a")).to_have_text(["GAGAR Studio", "Batches", "Runs", "API tokens"])
     icon = page.locator('link[rel="icon"]').get_attribute("href")
     fetched = page.request.get(f"{live_server.url}{icon}")
     assert fetched.status == 200 and fetched.headers["content-type"].startswith("image/svg")
@@ -27,7 +27,7 @@ def test_an_annotator_meets_no_dead_link_and_errors_inside_the_layout(page, live
         response = page.goto(f"{live_server.url}{path}")
         assert response.status == status
         expect(page.locator("#error-page h1")).to_have_text(heading)
-        expect(page.locator(".topbar .nav a")).to_have_text(["GAGAR Studio", "Batches", "API tokens"])
+        expect(page.locator(".topbar .nav a")).to_have_text(["GAGAR Studio", "Batches", "Runs", "API tokens"])
         # the site's stylesheet applies: the dark top bar, the card
         assert page.locator(".topbar").evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(29, 35, 48)"
         card = page.locator("#error-page").evaluate("e => e.getBoundingClientRect().right")

@@ -120,13 +120,15 @@ def test_an_upload_into_an_existing_batch_says_append(serve, tmp_path):
     assert server.seen[0][1] == "/api/batches?name=run%2F1&filename=more.jsonl&append=true"
 
 
-def test_grade_step_falls_back_to_the_test_rewards_when_the_app_keeps_failing(serve):
+def test_grade_step_falls_back_to_plain_grpo_when_the_app_keeps_failing(serve):
     server = serve(*[(503, {}, 0)] * 4)
     rollouts = [{"group_id": "g", "trajectory_id": "a", "reward": 1.0}, {"group_id": "g", "trajectory_id": "b",
                                                                           "reward": 0.0}]
     with Client(server.url, "tok", retries=3, backoff=0.01) as client:
         result = client.grade_step(rollouts, run="r", step=1, deadline=5)
-    assert result.rewards == {("g", "a"): 1.0, ("g", "b"): 0.0}
+    # mean 0.5, sample std sqrt(0.5): the app's GRPO, on the scale of a graded step's values
+    assert result.rewards == pytest.approx({("g", "a"): 0.5 / (0.5 ** 0.5 + 1e-6),
+                                            ("g", "b"): -0.5 / (0.5 ** 0.5 + 1e-6)}, abs=1e-15)
     assert result.fallback == {"g": "app error: 503: Service Unavailable"}
 
 

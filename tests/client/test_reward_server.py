@@ -106,12 +106,14 @@ def test_bad_samples_get_400_alone_and_another_clients_group_of_the_window_is_gr
 def test_a_group_the_app_refuses_keeps_its_test_scores_and_the_others_of_its_step_are_graded(graded_server,
                                                                                               caplog):
     url, run, app = graded_server
-    # Another writer holds this group's name in step 0 already: the app refuses the group's lines.
+    # The server's first step (0) starts its count; another writer then holds this group's name
+    # in its next step (1) already: the app refuses the group's lines.
+    assert post(url, group("task-z")).status_code == 200
     samples = [Sample(reward=score, patch=response, messages=[{"role": "assistant", "content": response}])
                for response, score in zip(GOOD["responses"], GOOD["test_scores"], strict=True)]
     taken = group_records("task-x", samples, position=0, statement=None, pass_threshold=1.0)[0]["group_id"]
     app.grade_step([{"group_id": taken, "trajectory_id": "r1", "reward": 0.5, "patch": "another"}], run=run,
-                   step=0, deadline=0)
+                   step=1, deadline=0)
 
     with ThreadPoolExecutor(2) as pool, caplog.at_level("WARNING", logger="gagar_client"):
         refused = pool.submit(post, url, group("task-x"))
@@ -123,13 +125,13 @@ def test_a_group_the_app_refuses_keeps_its_test_scores_and_the_others_of_its_ste
     assert refused.json()["rewards"] == GOOD["test_scores"]
     assert graded.status_code == 200, graded.text
     assert graded.json()["rewards"] != GOOD["test_scores"]
-    held = step_trajectories(f"{run}/step-0")
+    held = step_trajectories(f"{run}/step-1")
     assert held.pop(taken) == 1
     (group_id, trajectories), = held.items()
     assert group_id.startswith("task-y:") and trajectories == 4
     assert (f"GAGAR {run}: group 'task-x' is not graded, the app refused it: trajectory_id: conflicts with the "
-            f"content already imported into batch '{run}/step-0' for this trajectory; group_id: group already "
-            f"imported into batch '{run}/step-0'; its trajectories cannot change; its 4 responses keep their test "
+            f"content already imported into batch '{run}/step-1' for this trajectory; group_id: group already "
+            f"imported into batch '{run}/step-1'; its trajectories cannot change; its 4 responses keep their test "
             "scores") in caplog.messages
 
 

@@ -339,3 +339,13 @@ def test_an_environment_in_an_image_needs_a_sandbox_that_runs_that_image(plan, c
     with pytest.raises(SandboxConfigError, match="runs in the image 'team/task:1'"):
         run_planned(plan, codebase=codebase, sandbox=sandbox, workroot=workroot, environment=in_image,
                     seconds=60, on_result=print)
+
+
+def test_a_nul_in_the_output_is_shown_not_kept(candidates, codebase, sandbox, workroot, reward_test_patch):
+    """PostgreSQL's JSON cannot store a NUL: the log tail spells it."""
+    nul = Environment(test_command="printf 'a\\000b'; echo {tests} >/dev/null")
+    plan = one_run_plan(candidates, codebase, nul, reward_test_patch)
+    outcomes = {}
+    run_planned(plan, codebase=codebase, sandbox=sandbox, workroot=workroot, environment=nul,
+                seconds=60, on_result=lambda run, outcome: outcomes.setdefault(run.suite, outcome))
+    assert outcomes["reward"].log_tail == "a\\x00b"

@@ -19,6 +19,7 @@ from grading.sandbox import (
     SandboxConfig,
     SandboxConfigError,
     check_backend,
+    make_sandbox,
 )
 from grading.sandbox.bwrap import SYSTEM_PATHS
 from grading.sandbox.limits import FAILED, KILLED_MEMORY, KILLED_OUTPUT, PASSED, TIMEOUT
@@ -187,11 +188,18 @@ def test_a_runtime_that_cannot_run_true_is_a_configuration_error_at_check():
     (SandboxConfig("docker"), "not one of"),
     (SandboxConfig("command", template="docker run {image} sh"), "no {command} word"),
     (SandboxConfig("command", template="docker run -v {home}:/h {command}"), r"unknown fields \['home'\]"),
-    (SandboxConfig("command", template="docker run {image} {command}"), "no image given"),
 ])
 def test_a_bad_configuration_is_refused_with_its_reason(config, reason):
     with pytest.raises(SandboxConfigError, match=reason):
         check_backend(config)
+
+
+def test_a_template_that_takes_an_image_runs_only_with_one():
+    """At a worker's start each task's image is still to come: `check_backend` checks the
+    template's words and its program; a sandbox to run is made with an image only."""
+    check_backend(SandboxConfig("command", template="sh -c {command} {image}"))
+    with pytest.raises(SandboxConfigError, match="no image given"):
+        make_sandbox(SandboxConfig("command", template="sh -c {command} {image}"))
 
 
 def test_the_template_fills_in_the_workdir_the_image_and_the_limits():

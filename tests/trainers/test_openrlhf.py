@@ -87,6 +87,7 @@ def test_two_requests_each_with_half_of_every_group_get_the_cores_advantages(
     gagar, grpo = np.array(list(expected.values())).T
     assert np.abs(gagar - grpo).max() > 0.1, "the grader's rankings moved no credit: nothing was tested"
     assert list(Batch.objects.filter(name__startswith=f"{RUN}/").values_list("name", flat=True)) == [f"{RUN}/step-0"]
+    assert Batch.objects.get(name=f"{RUN}/step-0").run_step.run.name == RUN  # a step of its run
     groups = Counter(Trajectory.objects.filter(batch__name=f"{RUN}/step-0").values_list("group__group_id", flat=True))
     assert sorted(groups.values()) == [4, 4, 4], "the halves were not graded as whole groups"
     assert "keep" not in server_log(tmp_path)

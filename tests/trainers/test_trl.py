@@ -37,6 +37,11 @@ def test_trl_trains_on_the_advantages_the_core_computes_from_the_workers_ranking
 
     assert [step for step, _, _ in rounds] == [0, 1]
     assert_trained_on_core_advantages(rounds)
+    from webapp.models import RunStep
+
+    # the steps attached to their run, whose page charts them
+    assert list(RunStep.objects.filter(run__name=RUN).values_list("number", "batch__name")) == [
+        (0, f"{RUN}/step-0"), (1, f"{RUN}/step-1")]
 
 
 @pytest.mark.slow

@@ -5,12 +5,14 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FEATURES = ("batches", "review", "grading", "annotation", "exports", "api", "search", "audit")
+FEATURES = ("batches", "review", "grading", "annotation", "exports", "api", "search", "audit", "runs",
+            "evidence")
 SHARED = ("models", "roles", "rankings", "advantages", "triage", "cases", "bulk", "jobs", "work", "html", "params")
 # The only arrows between features, each one way; docs/architecture.md draws the same. A write
 # that makes another feature's data stale calls webapp/work.py; the group page, which several
 # features show, is composed above them in webapp/grouppage.py.
-FEATURE_ARROWS = {("api", "batches"), ("api", "grading"), ("api", "exports"), ("audit", "grading")}
+FEATURE_ARROWS = {("api", "batches"), ("api", "grading"), ("api", "exports"), ("audit", "grading"), ("api", "runs"),
+                  ("runs", "exports"), ("grading", "evidence")}
 
 
 def imports(path: Path) -> set[str]:
@@ -41,7 +43,8 @@ def test_the_web_app_never_imports_the_workers():
 
 def test_workers_call_services_and_the_job_definitions_only():
     allowed = ("webapp.grading.services", "webapp.grading.worker", "webapp.exports.services", "webapp.jobs",
-               "webapp.work", "webapp.html.renders", "webapp.search.services", "webapp.audit.services")
+               "webapp.work", "webapp.html.renders", "webapp.search.services", "webapp.audit.services",
+               "webapp.runs.services", "webapp.evidence.services")
     bad = {str(path): sorted(n for n in names if under(n, "webapp") and not under(n, *allowed))
            for path, names in modules("workers")}
     assert {path: names for path, names in bad.items() if names} == {}

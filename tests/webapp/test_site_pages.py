@@ -21,9 +21,9 @@ def nav(html: str) -> str:
 
 
 @pytest.mark.parametrize("roles, shown", [
-    ((RESEARCHER,), ["Batches", "API tokens", "Audit"]),
-    ((ANNOTATOR,), ["Batches", "API tokens"]),
-    ((AUDITOR,), ["Batches", "API tokens", "Audit"]),
+    ((RESEARCHER,), ["Batches", "Runs", "API tokens", "Audit"]),
+    ((ANNOTATOR,), ["Batches", "Runs", "API tokens"]),
+    ((AUDITOR,), ["Batches", "Runs", "API tokens", "Audit"]),
     ((), []),
 ])
 def test_the_top_bar_links_only_to_pages_the_user_opens(client, roles, shown):

@@ -8,8 +8,9 @@ from tests.webapp.annotationdata import grade, review_batch, save, set_policy
 from webapp.audit.sampling import Source, audit_plan
 from webapp.audit.services import audit_set_create, verdict_save
 from webapp.exports.selectors import exports_root
-from webapp.models import Export, GradingTranscript, Group, Trajectory
+from webapp.models import Export, GradingTranscript, Group, Run, RunStep, Trajectory
 from webapp.roles import ANNOTATOR, AUDITOR
+from webapp.runs.services import figures_refresh
 
 PUBLIC = {"login", "logout"}
 PASSING = [["t1"], ["t2", "t3"], ["t4"], ["t5"]]
@@ -46,6 +47,9 @@ def marked_group(tmp_path, researcher):
     item = audit_set_create(name="walk", plan=plan, user=researcher).items.get()
     verdict_save(item=item, auditor=make_user("other-auditor", AUDITOR), verdict="correct", categories=[],
                  notes="OTHER-AUDITOR-NOTES-SECRET")
+    # The batch is a step of a run, whose pages show figures of its rankings.
+    RunStep.objects.create(run=Run.objects.create(name="walk"), number=0, batch=group.batch)
+    figures_refresh(group.batch_id)
     return group, grading, item
 
 
@@ -59,9 +63,11 @@ def urls_of(group, grading, item):
                                    folder="walk", files=[{"name": "manifest.json", "bytes": 2, "sha256": "0" * 64}])
     (exports_root() / "walk").mkdir(parents=True, exist_ok=True)
     (exports_root() / "walk" / "manifest.json").write_text("{}")
+    run = RunStep.objects.get(batch=group.batch).run
+    queries["runs_compare"] = f"?run={run.pk}&run={Run.objects.create(name='walk-baseline').pk}"
     by_prefix = {"batches": group.batch_id, "groups": group.pk, "trajectories": trajectory.pk,
                  "gradings": grading.pk, "exports": export.pk, "audit/sets": item.audit_set_id,
-                 "audit/items": item.pk}
+                 "audit/items": item.pk, "runs": run.pk}
     urls = {}
     for name, route in url_patterns():
         kwargs = {}

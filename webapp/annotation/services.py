@@ -144,6 +144,7 @@ def _insert(*, group: Group, user, independent: bool, based_on_version: int, **f
                 _complete_lease(group, user)
             triage_refresh([group.pk])
             work.figures_stale(group.batch_id, ("agreement", "concordance"))  # the dashboard's agreement with people
+            work.run_figures_stale(group.batch_id)  # its step's overrides and agreement, its advantages
             return annotation
     except IntegrityError:
         # The constraints back the check: a save based on the same version of this chain landed

@@ -1,8 +1,10 @@
-"""The trainer API: batches, grading, advantages, exports and online steps, documented at /api/docs.
+"""The trainer API: batches, grading, advantages, exports, online steps and training runs,
+documented at /api/docs.
 
 Every operation checks the caller's role first (`auth.require`), then parses, calls one
 service or selector and answers. Every error is `{"errors": [...]}` with the status that
-says what kind: 400 bad input, 401 no or bad token, 403 a role missing, 404, 411/413/415
+says what kind: 400 bad input, 401 no or bad token, 403 a role missing, 404, 409 a step
+that collides with one its run has, 411/413/415
 an upload that cannot be taken, 422 a parameter of the wrong shape, 429 too many refused
 tokens; and for what the app did not expect, logged with its traceback: 503 the database
 unavailable, 507 no room on disk, 500 anything else. Never an HTML page.
@@ -30,8 +32,10 @@ from webapp.batches.uploads import UploadTooLarge, limit_upload
 from webapp.exports import services as exports
 from webapp.exports.advantages import advantage_jsonl_lines, write_advantages
 from webapp.exports.selectors import export_file as export_file_path
-from webapp.models import Batch, Export
+from webapp.models import Batch, Export, Run, RunStep
 from webapp.rankings import RankingsHidden, Viewer
+from webapp.runs import selectors as runs
+from webapp.runs.services import StepRefused, step_answered
 
 logger = logging.getLogger(__name__)
 # Seconds a client is told to wait before it retries a call the database could not serve.
@@ -108,6 +112,12 @@ def not_found(request, error: Http404):
 @api.exception_handler(services.InputError)
 def input_error(request, error: services.InputError):
     return api.create_response(request, {"errors": error.errors}, status=400)
+
+
+@api.exception_handler(StepRefused)
+def step_refused(request, error: StepRefused):
+    status = 400 if str(error).startswith(("run:", "step:")) else 409
+    return api.create_response(request, {"errors": [str(error)]}, status=status)
 
 
 @api.exception_handler(RankingsHidden)
@@ -318,18 +328,21 @@ def export_file(request, export_id: int, name: str):
 # --- online steps --------------------------------------------------------------------
 
 
-@api.post("/steps", response={202: schemas.StepSubmitOut, **UPLOAD_ERRORS}, openapi_extra=ROLLOUTS_BODY,
-          tags=["steps"])
+@api.post("/steps", response={202: schemas.StepSubmitOut, 409: schemas.ErrorOut, **UPLOAD_ERRORS},
+          openapi_extra=ROLLOUTS_BODY, tags=["steps"])
 def step_submit(request, query: Query[schemas.StepQuery]):
-    """Submit one training step's rollouts: they become the batch `<run>/step-<step>` and its
-    mixed groups are queued for grading. Sending the same step again changes nothing."""
+    """Submit one training step's rollouts: they become step `step` of the run `run` (created
+    on first use), the batch `<run>/step-<step>`, and its mixed groups are queued for grading.
+    Sending the same step again unchanged changes nothing (a retry); other rollouts for a step
+    the run has, or a step below its latest, are refused (409, naming the step) unless `append`."""
     require(request, GRADER)
     with received_body(request, filename=f"step-{query.step}.jsonl") as path:
         step = services.step_submit(path=path, run=query.run, step=query.step, grader=query.grader,
                                     config=query.config.model_dump(exclude_unset=True) if query.config else None,
-                                    user=request.auth, pass_threshold=query.pass_threshold)
-    return Status(202, {"batch": step.batch.name, "batch_id": step.batch.pk, "new_trajectories": step.new_trajectories,
-                        "groups": step.groups, "mixed": step.mixed, "queued": step.queued})
+                                    user=request.auth, pass_threshold=query.pass_threshold, append=query.append)
+    return Status(202, {"run": step.run.name, "run_id": step.run.pk, "step": query.step, "batch": step.batch.name,
+                        "batch_id": step.batch.pk, "new_trajectories": step.new_trajectories, "groups": step.groups,
+                        "mixed": step.mixed, "queued": step.queued})
 
 
 @api.get("/steps/{batch_id}", response={200: schemas.StepOut, **ERRORS}, tags=["steps"])
@@ -337,6 +350,93 @@ def step_rewards(request, batch_id: int, query: Query[schemas.WaitQuery]):
     """Each trajectory's `reward_for_trainer` and each group's state, once no mixed group is
     waiting for its grading or `wait` seconds have passed (then `complete` is false)."""
     require(request, GRADER)
-    batch = _batch(batch_id)
+    batch = Batch.objects.filter(pk=batch_id).first()
+    if batch is None:
+        raise Http404(f"no step with batch id {batch_id}: it was never submitted, or its batch was deleted")
     selectors.wait_until(lambda: not selectors.grading_active(batch), seconds=query.wait)
-    return selectors.step_result(batch, viewer=Viewer(request.user))
+    answer = selectors.step_result(batch, viewer=Viewer(request.user))
+    step_answered(batch)
+    return answer
+
+
+# --- training runs -------------------------------------------------------------------
+
+
+def _run(run_id: int) -> Run:
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None:
+        raise Http404(f"no run with id {run_id}")
+    return run
+
+
+def _run_out(summary: runs.RunSummary) -> dict:
+    return {"id": summary.run.pk, "name": summary.run.name, "created_at": summary.run.created_at,
+            "steps": summary.steps, "latest_step": summary.latest, "groups": summary.groups,
+            "trajectories": summary.trajectories, "state": summary.state}
+
+
+def _step_out(step: runs.StepFigures, *, measures: bool) -> dict:
+    return {"step": step.number, "batch": step.batch_name, "batch_id": step.batch_id, "trajectories": step.trajectories,
+            "updating": step.updating, "pruned": step.pruned, "trainer_wait_s": step.trainer_wait,
+            "measures": step.measures if measures else None}
+
+
+@api.get("/runs", response={200: list[schemas.TrainingRunOut], **ERRORS}, tags=["runs"])
+def runs_list(request, query: Query[schemas.RunQuery]):
+    """The training runs, newest first (at most 100); `name` finds one by its name."""
+    require(request, READER)
+    found = Run.objects.all()
+    if query.name is not None:
+        found = found.filter(name=query.name)
+    return [_run_out(summary) for summary in runs.runs_overview(found[:100])]
+
+
+@api.get("/runs/{run_id}", response={200: schemas.TrainingRunDetailOut, **ERRORS}, tags=["runs"])
+def run_detail(request, run_id: int):
+    """A run and its steps (404 names an unknown run)."""
+    require(request, READER)
+    run = _run(run_id)
+    [summary] = runs.runs_overview([run])
+    return {**_run_out(summary), "step_list": [_step_out(step, measures=False) for step in runs.run_steps(run)]}
+
+
+@api.get("/runs/{run_id}/steps/{step}", response={200: schemas.RunStepOut, **ERRORS}, tags=["runs"])
+def run_step(request, run_id: int, step: int):
+    """One step of a run with its stored figures (404 names the run's steps when it has no such step)."""
+    require(request, GRADER)
+    run = _run(run_id)
+    if not RunStep.objects.filter(run=run, number=step).exists():
+        numbers = RunStep.objects.filter(run=run).order_by("number").values_list("number", flat=True)
+        have = f"its steps run from {numbers.first()} to {numbers.last()}" if numbers else "it has no step yet"
+        raise Http404(f"run {run.name!r} has no step {step} ({have})")
+    figures = runs.run_figures(run, viewer=Viewer(request.user), measures=True)
+    return _step_out(next(s for s in figures.steps if s.number == step), measures=True)
+
+
+@api.get("/runs/{run_id}/figures", response={200: schemas.RunFiguresOut, **ERRORS}, tags=["runs"])
+def run_figures(request, run_id: int):
+    """Every step's stored figures, in order: what the run page charts (docs/runs.md)."""
+    require(request, GRADER)
+    figures = runs.run_figures(_run(run_id), viewer=Viewer(request.user), measures=True)
+    return {"run": figures.run.name, "steps": [_step_out(step, measures=True) for step in figures.steps]}
+
+
+@api.get("/runs/{run_id}/advantages", response={409: schemas.ErrorOut, **ERRORS}, tags=["runs"], openapi_extra={
+    "responses": {200: {"description": "a tar of the Parquet dataset partitioned by step (`step=<n>/advantages."
+                                       "parquet`) and its `_manifest.json`",
+                        "content": {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}}}}})
+def run_advantages(request, run_id: int, query: Query[schemas.RunExportQuery]):
+    """The advantages of every step of the run, each under its step's config, as one Parquet
+    dataset partitioned by step with one manifest (config per step, counts, checksums), streamed
+    as a tar. While a step's grading is queued or running: 409 unless `allow_ungraded`."""
+    require(request, EXPORTER)
+    from webapp.runs.exports import run_dataset_tar
+
+    run = _run(run_id)
+    try:
+        stream = run_dataset_tar(run, viewer=Viewer(request.user), allow_ungraded=query.allow_ungraded)
+    except exports.GradingUnfinished as error:
+        return Status(409, {"errors": [str(error)]})
+    response = StreamingHttpResponse(stream, content_type="application/x-tar")
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-advantages.tar"'
+    return response

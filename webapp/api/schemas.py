@@ -196,8 +196,12 @@ class AdvantageOverrides(BaseModel):
 
 
 class StepQuery(Schema):
-    run: RunName
-    step: Annotated[int, Field(ge=0, le=10**12)]
+    run: RunName = Field(description="the training run (created on first use)")
+    step: Annotated[int, Field(ge=0, le=10**12)] = Field(
+        description="the step's number: after the run's latest, unless `append`")
+    append: bool = Field(False, description="add to the run's step if it has it, or add a step below its latest; "
+                                            "without it a step the run has (unless sent again unchanged, a "
+                                            "retry) or has passed is refused (409)")
     grader: ProfileName = "heuristic"
     pass_threshold: Finite | None = None
     config: Json[AdvantageOverrides] | None = Field(
@@ -205,6 +209,9 @@ class StepQuery(Schema):
 
 
 class StepSubmitOut(Schema):
+    run: str
+    run_id: int
+    step: int
     batch: str
     batch_id: int
     new_trajectories: int
@@ -245,3 +252,49 @@ class StepOut(BaseModel):
     config: dict[str, Any]
     groups: list[GroupStateOut]
     trajectories: list[TrajectoryRewardOut]
+
+
+# --- training runs -------------------------------------------------------------------
+
+
+class RunQuery(Schema):
+    name: RunName | None = None
+
+
+class TrainingRunOut(Schema):
+    id: int
+    name: str
+    created_at: datetime
+    steps: int
+    latest_step: int | None
+    groups: int
+    trajectories: int
+    state: Literal["grading", "updating", "ready"] = Field(
+        description="grading while a step's grading is queued or running, updating while a step's figures are due")
+
+
+class RunStepOut(Schema):
+    step: int
+    batch: str
+    batch_id: int
+    trajectories: int
+    updating: bool = Field(description="its figures are being computed again: `measures` are the previous ones")
+    pruned: bool = Field(description="its transcripts, rendered patches and search entries were removed")
+    trainer_wait_s: float | None = Field(description="an online step: seconds from its submission to the trainer's "
+                                                     "last read of its rewards")
+    measures: dict[str, Any] | None = Field(description="the step's stored figures (docs/runs.md); null until first "
+                                                        "computed, and in the run's list of steps")
+
+
+class TrainingRunDetailOut(TrainingRunOut):
+    step_list: list[RunStepOut] = Field(description="every step, in order, without its figures")
+
+
+class RunFiguresOut(Schema):
+    run: str
+    steps: list[RunStepOut]
+
+
+class RunExportQuery(Schema):
+    allow_ungraded: bool = Field(False, description="export while a step's grading is queued or running (the "
+                                                    "manifest counts the groups left ungraded)")

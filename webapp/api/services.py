@@ -18,7 +18,8 @@ from webapp.api.selectors import token_digest
 from webapp.batches.services import ImportResult, batch_import
 from webapp.batches.uploads import ImportFailed, batch_import_uploaded
 from webapp.grading.services import Launch, LaunchError, grading_launch
-from webapp.models import ApiToken, Batch, Group, default_advantage_config
+from webapp.models import ApiToken, Batch, Group, Run, default_advantage_config
+from webapp.runs.services import step_import
 
 TOKEN_PREFIX = "gagar_"
 PREFIX_CHARS = len(TOKEN_PREFIX) + 6  # what a list shows of a token: enough to tell tokens apart
@@ -98,38 +99,39 @@ def grading_start(*, batch: Batch, grader: str, user, regrade: bool = False) -> 
 @dataclass(frozen=True)
 class StepSubmission:
     batch: Batch
+    run: Run
     new_trajectories: int
     groups: int
     mixed: int
     queued: int
 
 
-def step_batch_name(run: str, step: int) -> str:
-    return f"{run}/step-{step}"
-
-
 def step_submit(*, path: Path, run: str, step: int, grader: str, config: dict | None, user,
-                pass_threshold: float | None) -> StepSubmission:
-    """One training step's rollouts become the batch `<run>/step-<step>`, graded by `grader`
-    under the default advantage config with `config`'s overrides.
+                pass_threshold: float | None, append: bool = False) -> StepSubmission:
+    """One training step's rollouts become step `step` of the run `run` (created on first
+    use), the batch `<run>/step-<step>`, graded by `grader` under the default advantage config
+    with `config`'s overrides.
 
-    A second submission of the same step is a no-op: its rollouts are already there and
-    its mixed groups already queued, running or graded by that grader. Import, config and
-    launch happen in one transaction, so a step that cannot be launched leaves nothing."""
+    A second submission of the same content is a no-op (a client's retry): its rollouts are
+    already there and its mixed groups already queued, running or graded by that grader.
+    Other content for an existing step, or a step below the run's latest, is refused
+    (StepRefused, naming the step) unless `append`. Import, config and launch happen in one
+    transaction, so a step that cannot be launched leaves nothing."""
     try:
         advantages = parse_advantage_config(
             config or {}, base=parse_advantage_config(default_advantage_config())).as_dict()
     except ValueError as error:
         raise InputError([f"config: {error}"]) from None
     with transaction.atomic():
-        # append: a step submitted again (a retry) must find its own rollouts and change nothing.
-        imported = rollouts_import(path=path, batch_name=step_batch_name(run, step), user=user,
-                                   pass_threshold=pass_threshold, append=True)
-        batch = imported.batch
+        imported = step_import(
+            run_name=run, number=step, append=append, retry_ok=True, user=user,
+            import_batch=lambda name, extend: rollouts_import(path=path, batch_name=name, user=user,
+                                                             pass_threshold=pass_threshold, append=extend))
+        batch = imported.result.batch
         if batch.advantage_config != advantages:
             advantage_config_update(batch=batch, **advantages)
         launch = grading_start(batch=batch, grader=grader, user=user)
     return StepSubmission(
-        batch=batch, new_trajectories=imported.new_trajectories, groups=batch.n_groups,
+        batch=batch, run=imported.run, new_trajectories=imported.result.new_trajectories, groups=batch.n_groups,
         mixed=Group.objects.filter(batch=batch, label=Group.Label.MIXED).count(), queued=launch.queued,
     )

@@ -53,6 +53,8 @@ class GroupFilterForm(forms.Form):
         ("", "any"), ("agrees", "a shortest patch"), ("differs", "longer than the shortest")])
     vs_consensus = forms.ChoiceField(required=False, label="Grader's pick vs consensus", choices=[
         ("", "any"), ("agrees", "the consensus change"), ("differs", "not the consensus")])
+    evidence = forms.ChoiceField(required=False, label="Execution evidence", choices=[
+        ("", "any"), ("breaks", "a passing candidate breaks tests others pass")])
     sort = forms.ChoiceField(required=False, choices=[(k, SORT_LABELS[k]) for k in SORTS])
 
     def __init__(self, *args, columns: frozenset[str], **kwargs):
@@ -99,6 +101,7 @@ class GroupFilterForm(forms.Form):
             state=data.get("state") or "",
             vs_shortest=data.get("vs_shortest") or "",
             vs_consensus=data.get("vs_consensus") or "",
+            evidence=data.get("evidence") or "",
             sort=data.get("sort") or DEFAULT_SORT,
         )
 

@@ -17,9 +17,9 @@ import math
 from dataclasses import dataclass, field, replace
 
 from django.core.cache import cache
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, Max, OuterRef, Q, Subquery, Sum
 
-from webapp.models import Annotation, Batch, Grading, Group
+from webapp.models import Annotation, Batch, Grading, Group, RunStep
 from webapp.rankings import HUMAN_REVIEW_FILTERS, Viewer, review_condition
 from webapp.triage import blank_hidden, flag_names, triage_columns
 
@@ -84,6 +84,7 @@ class GroupFilter:
     state: str = ""  # "" or one of webapp.triage.REVIEW_STATES
     vs_shortest: str = ""  # "", "agrees", "differs": the grader's top tier holds a shortest patch or not
     vs_consensus: str = ""  # "", "agrees", "differs": it holds the group's consensus change or not
+    evidence: str = ""  # "", "breaks": a passing candidate breaks tests the others pass (webapp/evidence)
     sort: str = DEFAULT_SORT
 
     def apply(self, qs):
@@ -117,6 +118,8 @@ class GroupFilter:
                 lines_over_shortest__gt=0)
         if self.vs_consensus:
             qs = qs.filter(top_is_consensus=self.vs_consensus == "agrees")
+        if self.evidence == "breaks":
+            qs = qs.filter(evidence__breaks_tests=True)
         return qs
 
     def within(self, columns: frozenset[str]) -> GroupFilter:
@@ -133,13 +136,13 @@ class GroupFilter:
         return bool(self.label or self.pass_min is not None or self.pass_max is not None
                     or self.graded or self.review or self.q or self.top_flag or self.any_flag
                     or self.conf_min is not None or self.conf_max is not None or self.agreement or self.state
-                    or self.vs_shortest or self.vs_consensus)
+                    or self.vs_shortest or self.vs_consensus or self.evidence)
 
     def params(self) -> dict[str, str]:
         """The non-default values, as query parameters."""
         out = {}
         for name in ("label", "graded", "review", "q", "top_flag", "any_flag", "agreement", "state", "vs_shortest",
-                     "vs_consensus"):
+                     "vs_consensus", "evidence"):
             if getattr(self, name):
                 out[name] = getattr(self, name)
         for name in ("pass_min", "pass_max"):
@@ -323,8 +326,46 @@ def graded_counts(batch_ids) -> dict[int, int]:
     return dict(rows)
 
 
+@dataclass(frozen=True)
+class FoldedRun:
+    """A training run's steps as one row of the batches page."""
+
+    pk: int
+    name: str
+    steps: int
+    latest: int
+    latest_batch_id: int
+    n_groups: int
+    n_trajectories: int
+    n_passed: int
+    grading: bool  # a grading of one of its steps is queued or running
+    created_at: object
+
+    @property
+    def pass_rate(self) -> float:
+        return self.n_passed / self.n_trajectories if self.n_trajectories else 0.0
+
+
+def folded_runs() -> list[FoldedRun]:
+    """Every run with its steps' totals, its latest step and whether a step is being graded."""
+    totals = (RunStep.objects.order_by().values("run_id", "run__name").annotate(
+        steps=Count("pk"), latest=Max("number"), n_groups=Sum("batch__n_groups"),
+        n_trajectories=Sum("batch__n_trajectories"), n_passed=Sum("batch__n_passed"), created_at=Max("created_at")))
+    latest_batch = dict(RunStep.objects.filter(number=Subquery(
+        RunStep.objects.filter(run=OuterRef("run")).order_by("-number").values("number")[:1])).values_list(
+        "run_id", "batch_id"))
+    grading = set(Grading.objects.filter(run__batch__run_step__isnull=False, status__in=(
+        Grading.Status.QUEUED, Grading.Status.RUNNING)).values_list("run__batch__run_step__run_id", flat=True))
+    return [FoldedRun(pk=row["run_id"], name=row["run__name"], steps=row["steps"], latest=row["latest"],
+                      latest_batch_id=latest_batch[row["run_id"]], n_groups=row["n_groups"] or 0,
+                      n_trajectories=row["n_trajectories"] or 0, n_passed=row["n_passed"] or 0,
+                      grading=row["run_id"] in grading, created_at=row["created_at"]) for row in totals]
+
+
 def batches_overview():
-    batches = list(Batch.objects.select_related("created_by").defer("sources", "advantage_config"))
+    """The batches outside runs, each run folded into one row (`FoldedRun`), newest first."""
+    batches = list(Batch.objects.filter(run_step__isnull=True).select_related("created_by")
+                   .defer("sources", "advantage_config"))
     ids = [b.pk for b in batches]
     labels = label_counts(batches)
     graded = graded_counts(ids)
@@ -334,7 +375,7 @@ def batches_overview():
         b.label_counts = [(value, name, labels.get(b.pk, {}).get(value, 0)) for value, name in Group.Label.choices]
         b.n_mixed = labels.get(b.pk, {}).get(Group.Label.MIXED, 0)
         b.graded = graded.get(b.pk, 0)
-    return batches
+    return sorted([*batches, *folded_runs()], key=lambda row: row.created_at, reverse=True)
 
 
 def annotation_progress(batch_ids) -> dict[int, dict]:

@@ -1,4 +1,5 @@
-"""Reads of grading: the runs of a batch with their progress and failures."""
+"""Reads of grading: the runs of a batch with their progress and failures, and the grading
+panel's advantage figures as the figures' worker stored them (webapp/work.py `run_figures_stale`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from dataclasses import dataclass
 
 from django.db.models import Count
 
-from webapp.models import Batch, Grading, GradingRun, Group
-from webapp.rankings import UNRESTRICTED, Viewer, final_rankings
+from webapp import work
+from webapp.advantages import AdvantageHistogram
+from webapp.models import Batch, BatchFigures, Grading, GradingRun, Group
+from webapp.rankings import UNRESTRICTED, RankingsHidden, Viewer, final_rankings
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = (Grading.Status.QUEUED, Grading.Status.RUNNING, Grading.Status.DONE,
                                             Grading.Status.FAILED, Grading.Status.CANCELLED)
@@ -62,21 +65,36 @@ class RunStatus:
 def batch_grading_status(batch: Batch, *, viewer: Viewer, runs: int = 5, failures: int = 50) -> list[RunStatus]:
     """The latest `runs` grading runs of `batch`, newest first, with counts per status and
     up to `failures` failed groups each. A viewer from whom the batch's grader is hidden gets
-    the progress only: no grader version, no errors."""
+    the progress only: no grader version, no errors. While nothing is queued or running and
+    the batch's stored figures are current, their counts are read (counting a run of 100,000
+    gradings on each visit took most of the panel's time); else they are counted."""
     hidden = viewer.on_listing(batch).grader
     latest = list(GradingRun.objects.filter(batch=batch).select_related("created_by", "cancelled_by")
                   .order_by("-created_at", "-pk")[:runs])
-    counts = {run.pk: dict.fromkeys(Grading.Status.values, 0) for run in latest}
-    for run_pk, status, n in (Grading.objects.filter(run__in=latest).values("run_id", "status")
-                              .annotate(n=Count("id")).values_list("run_id", "status", "n")):
-        counts[run_pk][status] = n
-    out = []
-    for run in latest:
-        failed = [] if hidden else list(Grading.objects.filter(run=run, status=FAILED).order_by("group__group_id")
-                                        .values("pk", "group_id", "group__group_id", "error", "attempts")[:failures])
-        out.append(RunStatus(run=run, counts=counts[run.pk], failures=failed,
-                             grader_version="" if hidden else run.grader_version))
-    return out
+    stored = _stored_progress(batch)
+    if stored is not None and [r["id"] for r in stored["runs"]][:runs] == [run.pk for run in latest]:
+        counts = {r["id"]: r["counts"] for r in stored["runs"]}
+        failed_of = {r["id"]: r["failures"][:failures] for r in stored["runs"]}
+    else:
+        counts = {run.pk: dict.fromkeys(Grading.Status.values, 0) for run in latest}
+        for run_pk, status, n in (Grading.objects.filter(run__in=latest).values("run_id", "status")
+                                  .annotate(n=Count("id")).values_list("run_id", "status", "n")):
+            counts[run_pk][status] = n
+        failed_of = {run.pk: list(Grading.objects.filter(run=run, status=FAILED).order_by("group__group_id")
+                                  .values("pk", "group_id", "group__group_id", "error", "attempts")[:failures])
+                     for run in latest if not hidden and counts[run.pk][FAILED]}
+    return [RunStatus(run=run, counts=counts[run.pk], failures=[] if hidden else failed_of.get(run.pk, []),
+                      grader_version="" if hidden else run.grader_version) for run in latest]
+
+
+def _stored_progress(batch: Batch) -> dict | None:
+    """The grading progress the batch's figures were computed with, if they are current (no
+    write has requested them since) and nothing was queued or running then; else None."""
+    row = BatchFigures.objects.filter(batch=batch, requested_at=None).exclude(computed_at=None).values_list(
+        "panel__grading", flat=True).first()
+    if not row or any(r["counts"][QUEUED] or r["counts"][RUNNING] for r in row["runs"]):
+        return None
+    return row
 
 
 def wait_for(run_pks: Sequence[int], *, timeout: float | None = None, interval: float = 1.0,
@@ -103,7 +121,11 @@ def in_progress(run: GradingRun) -> int:
 
 
 def graded_share(batch: Batch) -> dict[str, int]:
-    """The batch's mixed groups, and how many of them have a finished grading."""
+    """The batch's mixed groups, and how many of them have a finished grading: stored with its
+    figures while those are current, else counted."""
+    stored = _stored_progress(batch)
+    if stored is not None:
+        return {"mixed": stored["mixed"], "graded": stored["graded"]}
     return {
         "mixed": Group.objects.filter(batch=batch, label=Group.Label.MIXED).count(),
         "graded": Group.objects.filter(batch=batch, gradings__status=DONE).distinct().count(),
@@ -135,3 +157,38 @@ def run_takeover(run: GradingRun) -> Takeover:
     return Takeover(final=len(now_mine), replaced=dict(Counter(before.values())),
                     kept_human=sum(final.source == "human" for final in finals.values()),
                     fell_back=Grading.objects.filter(run=run, status=DONE, usage__fallback=1).count())
+
+
+@dataclass
+class PanelFigures:
+    """The grading panel's advantage figures as last stored: the histogram of the mixed groups'
+    advantages before and after redistribution and the ranked trajectories carrying a flag the
+    config caps (None until first computed); `updating` while a recompute is due; `hidden`
+    says why the viewer may not see them ("" when they may)."""
+
+    histogram: AdvantageHistogram | None = None
+    flagged: dict | None = None
+    updating: bool = False
+    computed_at: object = None
+    error: str = ""
+    hidden: str = ""
+
+
+def panel_figures(batch: Batch, *, viewer: Viewer) -> PanelFigures:
+    """The batch's stored panel figures for `viewer`: every advantage of the batch carries its
+    ranking, so a viewer from whom some are hidden gets none. A batch never computed (imported
+    before figures were stored) has them requested now."""
+    try:
+        viewer.require_whole(batch)
+    except RankingsHidden as error:
+        return PanelFigures(hidden=str(error))
+    row = BatchFigures.objects.filter(batch=batch).values_list("panel", "requested_at", "computed_at", "error").first()
+    if row is None:
+        work.run_figures_stale(batch.pk)
+        return PanelFigures(updating=True)
+    panel, requested, computed, error = row
+    histogram = None
+    if panel and panel["histogram"]["n"]:
+        histogram = AdvantageHistogram(**panel["histogram"])
+    return PanelFigures(histogram=histogram, flagged=panel["flagged"] if panel else None,
+                        updating=requested is not None or computed is None, computed_at=computed, error=error)

@@ -36,6 +36,7 @@ from django.utils import timezone
 from grading.profiles import QUEUES, Profile, ProfileError, load_profiles
 from webapp import work
 from webapp.bulk import insert_rows
+from webapp.evidence.services import evidence_launch
 from webapp.grading import sql
 from webapp.jobs import GPU, GRADE_TASK
 from webapp.models import Batch, Grading, GradingRun, Group
@@ -143,10 +144,23 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
         template = Grading(run=run, queued_at=timezone.now(), attempt_limit=work.setting(GRADINGS.kind, "MAX_ATTEMPTS"))
         row = {f.attname: getattr(template, f.attname) for f in Grading._meta.concrete_fields if not f.primary_key}
         ids = insert_rows(Grading, [{**row, "group_id": pk} for pk in group_pks])
+        evidence_launch(group_pks=group_pks)  # its groups' gradings wait for it (gradings_release)
         if len(ids) >= ANALYZE_AFTER:
             transaction.on_commit(sql.analyze_gradings, robust=True)
+        work.run_figures_stale(batch.pk)  # its groups are pending now
         return Launch(run=run, queued=len(ids), skipped=len(busy),
                       sending=work.send_claimed_after_commit(GRADINGS, [(pk, run.queue) for pk in ids]))
+
+
+def gradings_release(*, group_pks: Sequence[int]) -> None:
+    """Send the queued gradings of `group_pks`, which waited for their groups' execution evidence
+    (webapp/evidence): a refusal leaves them unsent, for the sweep."""
+    rows = list(Grading.objects.filter(group_id__in=list(group_pks), status=QUEUED).values_list("pk", "run__queue"))
+    Grading.objects.filter(pk__in=[pk for pk, _ in rows], status=QUEUED).update(sent_at=None)
+    try:
+        work.send_claimed(GRADINGS, rows)
+    except work.BrokerUnavailable as error:
+        log.warning("%d gradings wait for the sweep to send them: %s", len(rows), error)
 
 
 def gradings_sweep(*, resend_after: float | None = None) -> work.Sweep:
@@ -164,6 +178,7 @@ def grading_run_cancel(*, run: GradingRun, user) -> int:
         # the same statement, and a grading it put back before sees the update below.
         GradingRun.objects.filter(pk=run.pk, cancelled_at=None).update(cancelled_at=now, cancelled_by=user)
         run.refresh_from_db(fields=["cancelled_at", "cancelled_by"])
+        work.run_figures_stale(run.batch_id)  # its queued groups fall back, cancelled
         return Grading.objects.filter(run=run, status=QUEUED).update(
             status=CANCELLED, finished_at=now, claim_token="", error=f"cancelled by {user.get_username()}")
 
@@ -178,4 +193,6 @@ def gradings_retry_failed(*, batch: Batch) -> Launch:
             status=QUEUED, error="", claim_token="", queued_at=now, sent_at=None, finished_at=None,
             attempt_limit=F("attempts") + work.setting(GRADINGS.kind, "MAX_ATTEMPTS"),
         )
+        if rows:
+            work.run_figures_stale(batch.pk)  # its failed groups are pending again
         return Launch(run=None, queued=len(rows), skipped=0, sending=work.send_claimed_after_commit(GRADINGS, rows))

@@ -15,19 +15,13 @@ from django.views.decorators.vary import vary_on_headers
 
 from grading.graders import heuristic
 from grading.rankings import tier_lines
-from webapp.advantages import (
-    DEFAULT_FLAG_NAMES,
-    advantage_config_update,
-    advantage_histogram,
-    advantage_rows,
-    parse_advantage_config,
-)
+from webapp.advantages import DEFAULT_FLAG_NAMES, advantage_config_update, parse_advantage_config
 from webapp.cases import group_cases
 from webapp.grading import selectors
 from webapp.grading.forms import AdvantageConfigForm, CancelForm, LaunchForm
 from webapp.grading.services import LaunchError, grading_launch, grading_run_cancel, gradings_retry_failed
 from webapp.models import Batch, Grading, GradingRun, GradingTranscript
-from webapp.rankings import RankingsHidden, Viewer, visible_ranking
+from webapp.rankings import Viewer, visible_ranking
 from webapp.roles import RESEARCHER, has_role, reader_required, role_required
 
 CHART_WIDTH, CHART_HEIGHT = 320, 64
@@ -127,12 +121,7 @@ def _panel(request, batch, *, launch_form=None, config_form=None, notice=None, s
     runs = selectors.batch_grading_status(batch, viewer=viewer)
     active = any(r.active for r in runs)
     config = parse_advantage_config(batch.advantage_config)
-    rows, hidden = None, ""
-    if not active:
-        try:
-            rows = advantage_rows(batch, viewer=viewer)
-        except RankingsHidden as error:
-            hidden = str(error)
+    figures = selectors.panel_figures(batch, viewer=viewer)  # stored by a worker, never computed here
     context = {
         "batch": batch,
         "runs": runs,
@@ -144,22 +133,16 @@ def _panel(request, batch, *, launch_form=None, config_form=None, notice=None, s
         "config_form": config_form or AdvantageConfigForm.for_config(config),
         "config": config,
         "default_flags": DEFAULT_FLAG_NAMES,
-        "hidden": hidden,
-        "charts": None if rows is None else _charts(advantage_histogram(rows)),
-        "flagged": None if rows is None else _flagged(rows, config),
+        "hidden": figures.hidden,
+        "figures": figures,
+        "charts": None if figures.histogram is None else _charts(figures.histogram),
+        "flagged": figures.flagged,
         "notice": notice,
     }
     # htmx does not swap 4xx answers: errors go back as 200 so the form shows them.
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, "grading/_panel.html", context)
     return render(request, "grading/page.html", context, status=status)
-
-
-def _flagged(rows, config, *, shown=10):
-    """The ranked trajectories carrying a flag the config caps, and what the cap did to them."""
-    names = set(config.flag_names)
-    hit = [r for r in rows if r["rank"] and names.intersection(r["flags"])]
-    return {"rows": hit[:shown], "more": max(len(hit) - shown, 0), "n": len(hit)}
 
 
 def _charts(histogram):

@@ -24,7 +24,7 @@ import random
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import InterfaceError, OperationalError, transaction
@@ -38,7 +38,7 @@ from webapp import work
 from webapp.cases import cases_from_rows
 from webapp.grading import sql
 from webapp.grading.services import GRADINGS
-from webapp.models import Grading, GradingRun, GradingTranscript
+from webapp.models import Grading, GradingRun, GradingTranscript, GroupEvidence
 from webapp.triage import triage_refresh
 
 log = logging.getLogger(__name__)
@@ -110,6 +110,7 @@ def _claim(grading_ids: Sequence[int], token: str) -> list[_Claim]:
     now = timezone.now()
     with transaction.atomic():
         sql.relax_commit()
+        grading_ids = _not_waiting(grading_ids, now)
         claimed = work.claim(GRADINGS, grading_ids, token, now, finished_at=None)
         if not claimed:
             return []
@@ -120,6 +121,20 @@ def _claim(grading_ids: Sequence[int], token: str) -> list[_Claim]:
                    claimed_at=now, group=GroupCase(group_id=group_id, statement=statement, repo=repo,
                                                    trajectories=()))
             for pk, run_pk, attempts, limit, group_pk, group_id, statement, repo in rows]
+
+
+def _not_waiting(grading_ids: Sequence[int], now: datetime) -> list[int]:
+    """Those of `grading_ids` whose group's execution evidence is not being gathered. The others
+    stay queued, due again only after that pass's time limit (so that the sweep leaves them):
+    the evidence task sends them once their pass is over (services.gradings_release)."""
+    waiting = Grading.objects.filter(pk__in=list(grading_ids), status=QUEUED,
+                                     group__evidence__status__in=(GroupEvidence.Status.QUEUED,
+                                                                  GroupEvidence.Status.RUNNING))
+    held = set(waiting.values_list("pk", flat=True))
+    if held:
+        due = now + timedelta(seconds=work.setting("evidence", "TIME_LIMIT"))
+        Grading.objects.filter(pk__in=held, status=QUEUED).update(sent_at=due)
+    return [pk for pk in grading_ids if pk not in held]
 
 
 def _process_run(claims: list[_Claim], token: str, result: Processed) -> None:
@@ -230,6 +245,7 @@ def _write(claims: list[_Claim], cases: list, outcomes: list, token: str, result
                 _keep_transcript(claim, error)
         if version := run.grader_version or (done[0][1].version if done else ""):  # its audit dashboard figures
             work.figures_stale(run.batch_id, ("agreement", "gradings", "drift"), version)
+        work.run_figures_stale(run.batch_id)  # its run's step figures and its grading panel
 
 
 def _keep_transcript(claim: _Claim, outcome) -> None:

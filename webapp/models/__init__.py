@@ -1,5 +1,5 @@
 """The app's tables, by what they hold: imported rollouts, grading work, human review,
-and what leaves the app (exports, API tokens).
+training runs and their figures, and what leaves the app (exports, API tokens).
 
 Migrations 0001 and 0003 name the default callables by their old path
 (`webapp.models.default_*`), so those stay importable from here.
@@ -7,14 +7,17 @@ Migrations 0001 and 0003 name the default callables by their old path
 
 from webapp.models.annotation import Annotation, AnnotationPolicy, Lease, default_review_criteria
 from webapp.models.audit import AuditFigures, AuditItem, AuditSet, AuditVerdict, GoldGroup, ReferenceProxy
+from webapp.models.evidence import EvidenceRun, GroupEvidence
 from webapp.models.exports import ApiToken, Export
 from webapp.models.grading import Grading, GradingRun, GradingTranscript
 from webapp.models.renders import BatchPatch, PatchRender
 from webapp.models.rollouts import Batch, Group, Trajectory, Transcript, default_advantage_config
+from webapp.models.runs import BatchFigures, Run, RunStep
 from webapp.models.search import SearchState
 
 __all__ = [
     "Annotation", "AnnotationPolicy", "ApiToken", "AuditFigures", "AuditItem", "AuditSet", "AuditVerdict", "Batch",
-    "BatchPatch", "Export", "GoldGroup", "Grading", "GradingRun", "GradingTranscript", "Group", "Lease", "PatchRender",
-    "ReferenceProxy", "SearchState", "Trajectory", "Transcript", "default_advantage_config", "default_review_criteria",
+    "BatchFigures", "BatchPatch", "EvidenceRun", "Export", "GoldGroup", "Grading", "GradingRun", "GradingTranscript",
+    "Group", "GroupEvidence", "Lease", "PatchRender", "ReferenceProxy", "Run", "RunStep", "SearchState", "Trajectory",
+    "Transcript", "default_advantage_config", "default_review_criteria",
 ]

@@ -5,7 +5,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
 from tests.django_fixtures import make_user
-from webapp.models import ApiToken, GradingRun
+from webapp.models import ApiToken, GradingRun, Run, RunStep
 from webapp.roles import ANNOTATOR, AUDITOR
 
 pytestmark = pytest.mark.django_db
@@ -13,8 +13,10 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def calls(sample_batch):
-    """(method, path, body) of a call to each operation, on the sample batch."""
+    """(method, path, body) of a call to each operation, on the sample batch (step 0 of a run)."""
     pk = sample_batch.pk
+    run = Run.objects.create(name="r")
+    RunStep.objects.create(run=run, number=0, batch=sample_batch)
     return {
         "batches_list": ("get", "/api/batches", None),
         "batch_status": ("get", f"/api/batches/{pk}", None),
@@ -28,6 +30,11 @@ def calls(sample_batch):
         "export_file": ("get", "/api/exports/1/files/manifest.json", None),
         "step_submit": ("post", "/api/steps?run=r&step=1", b""),
         "step_rewards": ("get", f"/api/steps/{pk}", None),
+        "runs_list": ("get", "/api/runs", None),
+        "run_detail": ("get", f"/api/runs/{run.pk}", None),
+        "run_step": ("get", f"/api/runs/{run.pk}/steps/0", None),
+        "run_figures": ("get", f"/api/runs/{run.pk}/figures", None),
+        "run_advantages": ("get", f"/api/runs/{run.pk}/advantages", None),
     }
 
 
@@ -89,7 +96,7 @@ def test_a_reader_reads_status_but_may_not_upload_grade_or_fetch_rankings(client
     headers = bearer(make_user(f"user-{role}", role))
     for name, (method, path, body) in calls.items():
         response = call(client, method, path, body, headers)
-        if name in ("batches_list", "batch_status"):
+        if name in ("batches_list", "batch_status", "runs_list", "run_detail"):
             assert response.status_code == 200, name
         else:
             assert response.status_code == 403, name

@@ -4,10 +4,12 @@ import hashlib
 import io
 import time
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from gagar_client import Client, GagarAPIError
 
+from grading.advantages import grpo_advantages
 from tests.factories import group, write_jsonl
 from tests.webapp.api.reference import core_advantages, varied
 from webapp.models import Batch, Grading
@@ -94,11 +96,15 @@ def test_groups_not_graded_by_the_deadline_fall_back_to_grpo(client_of, research
     assert result.rewards[("g1", "t1")] > 0 > result.rewards[("g1", "t3")]
 
 
-def test_an_unreachable_app_gives_the_plain_test_rewards(researcher):
+def test_an_unreachable_app_gives_plain_grpo_on_the_apps_scale(researcher):
     api = Client("http://127.0.0.1:9", "gagar_whatever", retries=2, backoff=0.01)
     result = api.grade_step(STEP, run="r", step=1, deadline=5)
     api.close()
-    assert result.rewards == {(r["group_id"], r["trajectory_id"]): r["reward"] for r in STEP}
+    keys = [(r["group_id"], r["trajectory_id"]) for r in STEP]
+    rows = [{**r, "passed": r["reward"] >= 1} for r in STEP]
+    assert [result.rewards[k] for k in keys] == pytest.approx(grpo_advantages(
+        np.array([r["reward"] for r in rows]), np.unique([r["group_id"] for r in rows], return_inverse=True)[1]),
+        abs=1e-12)
     assert set(result.fallback) == {"g1", "g2", "g3", "g4"}
     assert all(reason.startswith("app unreachable: cannot connect to http://127.0.0.1:9")
                for reason in result.fallback.values())

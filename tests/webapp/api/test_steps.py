@@ -47,8 +47,8 @@ def test_a_step_becomes_a_batch_whose_mixed_groups_are_queued(api):
     assert response.status_code == 202
     body = response.json()
     batch = Batch.objects.get(name="run-7/step-3")
-    assert body == {"batch": "run-7/step-3", "batch_id": batch.pk, "new_trajectories": 9, "groups": 3,
-                    "mixed": 2, "queued": 2}
+    assert body == {"run": "run-7", "run_id": batch.run_step.run_id, "step": 3, "batch": "run-7/step-3",
+                    "batch_id": batch.pk, "new_trajectories": 9, "groups": 3, "mixed": 2, "queued": 2}
     run = GradingRun.objects.get(batch=batch)
     assert run.grader == "heuristic" and run.gradings.count() == 2
 
@@ -125,7 +125,8 @@ def test_bad_rollouts_config_or_grader_leave_nothing_behind(api):
 
 def test_an_unknown_step_is_404(api):
     response = api.rewards(12345)
-    assert (response.status_code, response.json()) == (404, {"errors": ["No Batch matches the given query."]})
+    assert (response.status_code, response.json()) == (404, {"errors": [
+        "no step with batch id 12345: it was never submitted, or its batch was deleted"]})
 
 
 def test_a_cancelled_grading_is_a_cancelled_group_that_keeps_grpo(api, researcher, bearer, client):

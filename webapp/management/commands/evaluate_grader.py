@@ -1,22 +1,38 @@
-"""Measure a grader against a proxy of quality: similarity to each task's reference fix.
+"""Measure a grader against people's verdicts, with similarity to the reference fix as a diagnostic.
 
-The grader ranks the batch's groups in-process now, so the figures are those of the
-grader as it is installed, never of stored gradings made by an older version or of a
-partly finished run. The table (grading.evaluation.format_table) gives the grader and
-the trivial baselines, measured in the same run, with 95% bootstrap intervals.
+The measure (grading.evaluation.evaluate_correctness) is what people said in the app: the
+passing trajectories a person marked not truly passing when they ranked a group (lucky
+passes, reward hacks), and auditors' corrected rankings. A group counts as reviewed once it
+has a human ranking in its final chain or an auditor's correction; its passing trajectories
+that nobody marked are taken as correct. The proxy table (similarity to each task's reference
+fix) follows, labelled a diagnostic: it is not a target.
+
+The grader ranks the batch's groups in-process now, so the figures are those of the grader
+as it is installed, never of stored gradings made by an older version or of a partly
+finished run. Every table gives the grader and the trivial baselines, measured in the same
+run, with 95% bootstrap intervals over groups.
 """
 
 from django.core.management.base import BaseCommand, CommandError
 
 from grading.cases import GraderError
-from grading.evaluation import ReferenceGroup, evaluate, format_table
+from grading.evaluation import (
+    LabelledGroup,
+    ReferenceGroup,
+    evaluate,
+    evaluate_correctness,
+    format_correctness,
+    format_table,
+)
 from grading.profiles import ProfileError, build_grader, load_profiles
 from webapp.cases import group_cases
-from webapp.models import Batch, Group
+from webapp.models import Annotation, AuditVerdict, Batch, Group
+from webapp.rankings import chain_heads
 
 
 class Command(BaseCommand):
-    help = "Rank a batch's groups with a grader and measure the ranking against the reference fixes (a proxy)."
+    help = ("Rank a batch's groups with a grader and measure the ranking against people's verdicts "
+            "(lucky passes marked, audits' corrected rankings); similarity to the reference fixes as a diagnostic.")
 
     def add_arguments(self, parser):
         parser.add_argument("--batch", required=True, help="batch name")
@@ -33,25 +49,62 @@ class Command(BaseCommand):
         except KeyError:
             raise CommandError(f"grader: no profile named {options['grader']!r} "
                                f"(known: {', '.join(sorted(load_profiles()))})") from None
-        groups = reference_groups(batch)
-        if not groups:
-            raise CommandError(f"batch {batch.name!r}: no group has a reference_patch to measure against")
+        labelled = labelled_groups(batch)
+        references = reference_groups(batch)
+        if not labelled and not references:
+            raise CommandError(f"batch {batch.name!r}: no group has a reference_patch or people's verdicts "
+                               "(a ranking by a person, an audit's correction) to measure against")
+        views = {g.view.group_id: g.view for g in [*labelled, *references]}
         try:
             grader = build_grader(profile)
-            grades = grader.rank_many([g.view for g in groups])
+            grades = dict(zip(views, grader.rank_many(list(views.values())), strict=True))
         except GraderError as error:
             raise CommandError(f"grader {profile.name!r}: {error}") from error
-        failed = [(g.view.group_id, grade) for g, grade in zip(groups, grades, strict=True)
-                  if isinstance(grade, GraderError)]
+        failed = [(group_id, grade) for group_id, grade in grades.items() if isinstance(grade, GraderError)]
         if failed:
             group_id, error = failed[0]
             raise CommandError(f"grader {profile.name!r} failed on {len(failed)} group(s), "
                                f"first {group_id!r}: {error}")
-        tiers = {g.view.group_id: grade.tiers for g, grade in zip(groups, grades, strict=True)}
-        evaluation = evaluate(groups, {f"{profile.name} ({grader.version})": lambda view: tiers[view.group_id]})
+        name = f"{profile.name} ({grader.version})"
+        rankers = {name: lambda view: grades[view.group_id].tiers}
         self.stdout.write(f"batch {batch.name!r}, ranked in-process now by grader {profile.name!r} "
                           f"version {grader.version} (stored gradings are not read)")
-        self.stdout.write(format_table(evaluation))
+        self.stdout.write(format_correctness(evaluate_correctness(labelled, rankers)))
+        if references:
+            self.stdout.write("Diagnostic, not a target (it cannot tell a lucky pass from a correct fix):")
+            self.stdout.write(format_table(evaluate(references, rankers)))
+
+
+def labelled_groups(batch: Batch) -> list[LabelledGroup]:
+    """The groups of `batch` people reviewed, as the grader sees them, with what they said: the
+    passing trajectories marked not passing in the group's final human ranking or in an
+    auditor's correction, and the latest auditor's corrected ranking."""
+    pks = list(Group.objects.filter(batch=batch).values_list("pk", flat=True))
+    marks: dict[int, set[str]] = {}
+    reviewed: set[int] = set()
+    for head in chain_heads(pks):
+        if head.tiers is not None:
+            reviewed.add(head.group_id)
+            marks.setdefault(head.group_id, set()).update(_marked(head.verdicts))
+    corrections = (AuditVerdict.objects.filter(item__group__batch=batch, corrected_version__isnull=False)
+                   .order_by("updated_at", "pk").values_list("item__group_id", "corrected_version"))
+    rankings: dict[int, tuple] = {}
+    for group_pk, version in corrections:
+        row = Annotation.objects.filter(group_id=group_pk, version=version).values_list("tiers", "verdicts").first()
+        if row is None or row[0] is None:
+            continue
+        tiers, verdicts = row
+        reviewed.add(group_pk)
+        marks.setdefault(group_pk, set()).update(_marked(verdicts))
+        rankings[group_pk] = tuple(tuple(tier) for tier in tiers)
+    views = group_cases(reviewed)
+    return [LabelledGroup(views[pk], reviewed=True, incorrect=frozenset(marks.get(pk, ())), ranking=rankings.get(pk))
+            for pk in sorted(reviewed, key=lambda pk: views[pk].group_id)]
+
+
+def _marked(verdicts) -> set[str]:
+    """The trajectories a ranking's test verdicts mark not passing."""
+    return {tid for tid, verdict in (verdicts or {}).items() if not verdict.get("passed", True)}
 
 
 def reference_groups(batch: Batch) -> list[ReferenceGroup]:

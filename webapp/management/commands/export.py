@@ -1,9 +1,12 @@
 """Write an export to a path, in this process (no worker), through the worker's own code path.
 
     manage.py export advantages --batch NAME --format parquet --out adv.parquet [--w-min 0.3 ...]
+    manage.py export advantages --run NAME --out run-7/
     manage.py export sft --batch NAME --out sft/ [--seed 0 --validation-share 0.1]
 
 Advantages: the data file at --out and its manifest beside it, `<out>.manifest.json`.
+A run (--run): a folder at --out, the Parquet dataset of every step's advantages under that
+step's config, partitioned by step, and `_manifest.json` (webapp.runs.exports).
 SFT: a folder at --out with its files and `manifest.json`. Files appear only once
 complete (built in a hidden folder beside --out, then renamed); an existing --out is
 replaced only with --force.
@@ -18,8 +21,10 @@ from django.core.management.base import BaseCommand, CommandError
 from webapp.batches.services import normalized_batch_name
 from webapp.exports.services import MANIFEST, ExportError, export_config, export_files, refuse_while_grading
 from webapp.management.commands.advantages import add_config_arguments, config_overrides
-from webapp.models import Batch, Export
+from webapp.models import Batch, Export, Run
 from webapp.rankings import UNRESTRICTED
+from webapp.runs.exports import MANIFEST as RUN_MANIFEST
+from webapp.runs.exports import write_run_dataset
 
 
 class Command(BaseCommand):
@@ -36,12 +41,19 @@ class Command(BaseCommand):
         sft = kinds.add_parser("sft", help="grader SFT examples and preference pairs, and a manifest")
         sft.add_argument("--seed", type=int)
         sft.add_argument("--validation-share", type=float, dest="validation_share")
+        advantages.add_argument("--run", help="every step of this training run, instead of --batch: a folder at "
+                                               "--out, partitioned by step")
+        advantages.add_argument("--batch")
+        sft.add_argument("--batch", required=True)
         for sub in (advantages, sft):
-            sub.add_argument("--batch", required=True)
             sub.add_argument("--out", required=True, help="the file (advantages) or folder (sft) to write")
             sub.add_argument("--force", action="store_true", help="replace --out if it exists")
 
     def handle(self, *args, kind, batch, out, force, **options):
+        if kind == Export.Kind.ADVANTAGES and (batch is None) == (options["run"] is None):
+            raise CommandError("give either --batch or --run")
+        if options.get("run") is not None:
+            return self._run(options["run"], Path(out).absolute(), force, options)
         try:
             batch = Batch.objects.get(name=normalized_batch_name(batch))
         except Batch.DoesNotExist:
@@ -82,6 +94,28 @@ class Command(BaseCommand):
         written = ", ".join(f"{f['name']} ({f['bytes']:,} bytes)" for f in files)
         self.stdout.write(f"{kind} export of {batch.name}: {written} -> {out}"
                           + (f" and {manifest.name}" if manifest else ""))
+
+    def _run(self, name: str, out: Path, force: bool, options: dict) -> None:
+        if options["format"] != "parquet" or config_overrides(options) != {"params": {}}:
+            raise CommandError("--run exports each step as Parquet under its own advantage config: no --format "
+                               "jsonl or config options")
+        run = Run.objects.filter(name=name.strip()).first()
+        if run is None:
+            raise CommandError(f"--run: no run named {name!r}")
+        self._check_out(out, None, "run", force)
+        work = out.parent / f".{out.name}.{uuid.uuid4().hex[:12]}.tmp"
+        try:
+            manifest = write_run_dataset(run, work, viewer=UNRESTRICTED, allow_ungraded=options["allow_ungraded"])
+            shutil.rmtree(out, ignore_errors=True)
+            work.rename(out)
+        except ExportError as error:
+            raise CommandError(str(error).replace("(allow_ungraded)", "(--allow-ungraded)")) from None
+        except OSError as error:
+            raise CommandError(f"--out: {error}") from None
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        self.stdout.write(f"advantages of run {run.name}: {len(manifest['steps'])} steps, {manifest['rows']:,} rows "
+                          f"-> {out}/ (step=<n>/advantages.parquet and {RUN_MANIFEST})")
 
     def _check_out(self, out: Path, manifest: Path | None, kind: str, force: bool) -> None:
         if not out.parent.is_dir():

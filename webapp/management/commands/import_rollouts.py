@@ -9,6 +9,8 @@ from grading.formats import FORMATS
 from grading.rollouts import RolloutFormatError
 from webapp.batches.services import batch_import
 from webapp.management.database import database_errors_in_one_line
+from webapp.models import RunStep
+from webapp.runs.services import StepRefused, step_import
 
 FORMAT_HELP = "; ".join(f"{f.name}: {f.paths_are}" for f in FORMATS.values())
 
@@ -19,7 +21,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("paths", nargs="+", help="the files (or runs) to import; see --from")
-        parser.add_argument("--batch", required=True, help="batch name, e.g. run-7/step-120")
+        parser.add_argument("--batch", help="batch name, e.g. sweep-3 (or give --run and --step)")
+        parser.add_argument("--run", help="the training run the rollouts are a step of (created on first use); "
+                                          "with --step, the batch is named <run>/step-<step>")
+        parser.add_argument("--step", type=int, help="the step's number: after the run's latest, unless --append")
         parser.add_argument("--from", dest="file_format", choices=list(FORMATS), default="jsonl",
                             help=f"the format of PATHS (default jsonl). {FORMAT_HELP}")
         parser.add_argument("--report", dest="reports", action="append", default=[],
@@ -32,8 +37,9 @@ class Command(BaseCommand):
                             help="swebench: name each trajectory by its run (the run folder, or the predictions "
                                  "file's name) instead of model_name_or_path, for several runs of one model")
         parser.add_argument("--append", action="store_true",
-                            help="add to the batch if it exists (identical rollouts are skipped); "
-                                 "without it an existing name is an error")
+                            help="add to the batch (or the run's step) if it exists (identical rollouts are "
+                                 "skipped); without it an existing name, or a step number the run has or has "
+                                 "passed, is an error")
         parser.add_argument(
             "--pass-threshold", type=float, default=settings.GAGAR_PASS_THRESHOLD,
             help="reward at or above which a trajectory passes when the line has no `passed`",
@@ -41,6 +47,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, paths, batch, pass_threshold, append, file_format, reports, tasks, name_by_run,
                **options):
+        run, step = options["run"], options["step"]
+        if (run is None) != (step is None):
+            raise CommandError("--run and --step go together: the step's number in the run")
+        if (batch is None) == (run is None):
+            raise CommandError("give either --batch, or --run and --step")
         started = time.monotonic()
         show_progress = sys.stderr.isatty() and options["verbosity"] > 0
 
@@ -50,14 +61,22 @@ class Command(BaseCommand):
             sys.stderr.flush()
 
         with database_errors_in_one_line():
-            try:
-                result = batch_import(
-                    paths=paths, batch_name=batch, pass_threshold=pass_threshold, append=append,
+            def import_into(name, extend):
+                return batch_import(
+                    paths=paths, batch_name=name, pass_threshold=pass_threshold, append=extend,
                     on_progress=progress if show_progress else None,
                     file_format=file_format, reports=reports, tasks=tasks, name_by_run=name_by_run,
                 )
+
+            try:
+                if run is None:
+                    result = import_into(batch, append)
+                else:
+                    result = step_import(run_name=run, number=step, append=append, import_batch=import_into).result
             except RolloutFormatError as error:
                 raise CommandError(f"nothing imported:\n{error}") from None
+            except StepRefused as error:
+                raise CommandError(f"nothing imported: {error}".replace("append to", "--append to")) from None
             finally:
                 if show_progress:
                     sys.stderr.write("\n")
@@ -73,7 +92,9 @@ class Command(BaseCommand):
         for label, count in _label_counts(batch):
             labels[label] = count
         verb = "created" if result.created else "extended"
+        step = RunStep.objects.filter(batch=batch).select_related("run").first()
         return "\n".join([
+            *([f"run {step.run.name!r}: step {step.number}"] if step else []),
             f"batch {batch.name!r} {verb}: {result.new_groups} new groups, "
             f"{result.new_trajectories} new trajectories in {seconds:.1f}s",
             f"  groups: {batch.n_groups} ("

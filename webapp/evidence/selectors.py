@@ -1,0 +1,87 @@
+"""Reads of a group's execution evidence, for its page: the matrix as a table of tests by
+candidate, the verdicts, and one run's log and the command that runs it again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from grading.execution import Matrix, MatrixRun, breaks_tests, flaky
+from webapp.cases import EVIDENCE_COLUMNS, evidence_of
+from webapp.models import Group, GroupEvidence
+
+MAX_ROWS = 300  # tests shown; the rest are counted
+MAX_CANDIDATES = 60  # columns shown
+
+
+@dataclass(frozen=True)
+class Cell:
+    status: str  # pass, fail, error, timeout, missing, refused; "" where the candidate has no run
+    key: str  # the run's key ("" for none): its log and command
+
+
+@dataclass(frozen=True)
+class Row:
+    suite: str
+    test: str
+    cells: list[Cell]
+
+
+@dataclass
+class Panel:
+    """What the group page shows of the evidence: `matrix` None with `reason` when there is none."""
+
+    status: str  # a GroupEvidence status, or "" when the group has had no pass
+    reason: str
+    candidates: list[tuple[str, bool]] = field(default_factory=list)  # (trajectory id, the reward's verdict)
+    rows: list[Row] = field(default_factory=list)
+    more_rows: int = 0
+    more_candidates: int = 0
+    breaks: list[tuple[str, list[str]]] = field(default_factory=list)  # (trajectory id, "suite: test" ...)
+    flaky: list[tuple[str, str]] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    codebase: str = ""
+    matrix: Matrix | None = None
+    whole: bool = False  # every test and candidate: the evidence page, not the group page's panel
+
+
+def evidence_panel(group: Group, *, whole: bool = False) -> Panel:
+    """The group's execution evidence as the group page shows it (the first MAX_ROWS tests on
+    MAX_CANDIDATES candidates), or `whole`, as its own page does."""
+    try:
+        found = group.evidence  # the group page reads it with the group
+    except GroupEvidence.DoesNotExist:
+        found = None
+    row = None if found is None else tuple(getattr(found, name) for name in EVIDENCE_COLUMNS[1:])
+    names = bool(group.repo and group.base_commit) or "snapshot" in (group.task_extra or {})
+    matrix, reason = evidence_of(row, names_codebase=names)
+    panel = Panel(status=found.status if found else "", reason=reason, codebase=found.codebase if found else "",
+                  matrix=matrix, whole=whole)
+    if matrix is None:
+        return panel
+    ran = [tid for tid in matrix.passed if any(matrix.run_of(tid, suite) for suite in matrix.suites())]
+    ran.sort(key=lambda tid: (not matrix.passed[tid], tid))
+    most_candidates, most_rows = (None, None) if whole else (MAX_CANDIDATES, MAX_ROWS)
+    panel.more_candidates = len(ran[most_candidates:]) if most_candidates else 0
+    ran = ran[:most_candidates]
+    panel.candidates = [(tid, matrix.passed[tid]) for tid in ran]
+    everything = [(suite, test) for suite in matrix.suites() for test in matrix.tests(suite)]
+    panel.more_rows = len(everything[most_rows:]) if most_rows else 0
+    for suite, test in everything[:most_rows]:
+        cells = []
+        for tid in ran:
+            run = matrix.run_of(tid, suite)
+            cells.append(Cell(matrix.status(tid, suite, test) or "", run.key if run else ""))
+        panel.rows.append(Row(suite, test, cells))
+    panel.breaks = [(tid, [f"{suite}: {test}" for suite, test in cells])
+                    for tid, cells in sorted(breaks_tests(matrix).items())]
+    panel.flaky = sorted(flaky(matrix).items())
+    panel.skipped = [f"{s.suite} for {', '.join(s.candidates[:5])}{' ...' if len(s.candidates) > 5 else ''}: "
+                     f"{s.reason}" for s in matrix.skipped]
+    return panel
+
+
+def evidence_run(panel: Panel, key: str) -> MatrixRun | None:
+    """The run of the panel's matrix with `key`, with its outcome; None when it has none."""
+    if panel.matrix is None:
+        return None
+    return next((run for run in panel.matrix.runs if run.key == key), None)

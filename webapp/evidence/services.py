@@ -1,0 +1,215 @@
+"""Execution evidence: launched with a grading, gathered in a worker, stored per group.
+
+Before a group whose task names a codebase is graded, a worker runs its candidates' code
+against the reward's tests, the codebase's existing tests and the tests the candidates
+wrote, in the sandbox (docs/execution.md, grading/execution/). What comes of it, the
+candidate x test matrix and the verdicts read from it (`breaks_tests`, `flaky`), is stored
+on the group (GroupEvidence), and every run's outcome by its key (EvidenceRun): another
+group, or this one after its worker was lost, never runs it again.
+
+A pass is claimed work (webapp/work.py, `EVIDENCE`): launched by `evidence_launch` (a
+grading launch calls it), claimed by `evidence_process`, swept by `evidence_sweep`. Its
+gradings wait for it: a grading worker leaves a grading whose group's pass is queued or
+running in the queue, and the evidence task sends it once the pass is over
+(webapp/grading/services.py, `gradings_release`). A pass bounded by the group's budget
+(GAGAR_EVIDENCE_SECONDS, _RUNS, _EXISTING_FILES) ends `done` with what it ran and what it
+skipped; a task that cannot be run here ends `none`, with the reason the group page shows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from grading.execution import (
+    Candidate,
+    CodebaseStore,
+    GroupBudget,
+    Matrix,
+    NoCodebase,
+    PatchSplitError,
+    RunOutcome,
+    breaks_tests,
+    flaky,
+    plan_runs,
+    run_planned,
+    task_execution,
+)
+from grading.execution.environment import Environment
+from grading.sandbox import Sandbox, SandboxConfig, SandboxConfigError, check_backend, make_sandbox
+from grading.sandbox.bwrap import SYSTEM_PATHS
+from webapp import work
+from webapp.bulk import insert_rows
+from webapp.cases import NAMES_CODEBASE
+from webapp.jobs import CPU, EVIDENCE_TASK
+from webapp.models import EvidenceRun, Group, GroupEvidence, Trajectory
+
+log = logging.getLogger(__name__)
+
+QUEUED, RUNNING, DONE, FAILED, NONE = (GroupEvidence.Status.QUEUED, GroupEvidence.Status.RUNNING,
+                                       GroupEvidence.Status.DONE, GroupEvidence.Status.FAILED,
+                                       GroupEvidence.Status.NONE)
+PENDING = (QUEUED, RUNNING)
+OVER = (DONE, FAILED, NONE)  # a pass in these no longer holds its group's gradings back
+ERROR_CHARS = 4000
+CHUNK = 5000  # group pks per query: SQLite takes up to 32766 parameters in a statement
+
+EVIDENCE = work.Claimed(kind="evidence", model=GroupEvidence, task=EVIDENCE_TASK,
+                        messages=lambda pks: [{"group_id": pk} for pk in pks])
+
+
+class ClaimLost(Exception):
+    """The pass was swept and claimed again meanwhile: this worker stops writing."""
+
+
+def evidence_enabled() -> bool:
+    return bool(settings.GAGAR_CODEBASES)
+
+
+def evidence_launch(*, group_pks: Sequence[int]) -> work.Sending:
+    """Queue the evidence pass of each of `group_pks` whose task names a codebase, unless it
+    has one queued, running or done; one that failed or found none is queued again (the
+    store may have the codebase now). Nothing when no codebase store is configured. Call it in
+    the transaction that queues the gradings: they wait for it."""
+    if not evidence_enabled():
+        return work.Sending()
+    now = timezone.now()
+    queued: list[int] = []
+    pks = sorted(set(group_pks))
+    for start in range(0, len(pks), CHUNK):
+        chunk = pks[start:start + CHUNK]
+        named = Group.objects.filter(NAMES_CODEBASE, pk__in=chunk)
+        again = list(GroupEvidence.objects.filter(group__in=named, status__in=(FAILED, NONE))
+                     .values_list("pk", flat=True))
+        GroupEvidence.objects.filter(pk__in=again).update(
+            status=QUEUED, reason="", error="", attempts=0, claim_token="", queued_at=now, sent_at=None,
+            finished_at=None, lease_expires_at=None, spent_s=0.0)
+        new = list(named.filter(evidence__isnull=True).values_list("pk", flat=True))
+        insert_rows(GroupEvidence, [{"group_id": pk, "status": QUEUED, "reason": "", "codebase": "", "matrix": None,
+                                     "breaks": {}, "flaky": {}, "breaks_tests": False, "spent_s": 0.0,
+                                     "attempts": 0, "claim_token": "", "error": "", "queued_at": now}
+                                    for pk in new])
+        queued += again + new
+    if not queued:
+        return work.Sending()
+    return work.send_claimed_after_commit(EVIDENCE, [(pk, CPU) for pk in sorted(queued)])
+
+
+def evidence_sweep(*, resend_after: float | None = None) -> work.Sweep:
+    """The sweep of evidence passes (webapp/work.py's `sweep`)."""
+    return work.sweep(EVIDENCE, resend_after=resend_after)
+
+
+# --- in a worker ----------------------------------------------------------------------------
+
+def sandbox_config(environment: Environment | None = None) -> SandboxConfig:
+    """The deployment's sandbox (GAGAR_SANDBOX...), for `environment`'s image if it names one."""
+    if settings.GAGAR_SANDBOX == "command":
+        image = environment.image if environment is not None and environment.image else ""
+        return SandboxConfig("command", template=settings.GAGAR_SANDBOX_TEMPLATE, image=image)
+    return SandboxConfig(settings.GAGAR_SANDBOX,
+                         readonly_paths=(*SYSTEM_PATHS, *settings.GAGAR_SANDBOX_PATHS))
+
+
+def evidence_check_sandbox() -> None:
+    """At a worker's start, when evidence is on: SandboxConfigError, with the reason, unless
+    the configured sandbox can run here (bwrap installed, a container runtime that runs)."""
+    if evidence_enabled():
+        check_backend(sandbox_config())
+
+
+def evidence_process(*, group_id: int) -> str:
+    """Claim the queued pass of group `group_id`, gather its evidence, store it. Its status
+    once over (done, none or failed; queued when it is to be tried again); "" when there was
+    nothing to claim."""
+    token = work.new_token()
+    now = timezone.now()
+    with transaction.atomic():
+        if not work.claim(EVIDENCE, [group_id], token, now, finished_at=None):
+            return ""
+    mine = GroupEvidence.objects.filter(pk=group_id, status=RUNNING, claim_token=token)
+    with work.lease_renewed(EVIDENCE, lambda: mine, f"evidence-{token[:8]}"):
+        try:
+            fields = _gather(group_id, mine)
+        except NoCodebase as missing:
+            fields = {"status": NONE, "reason": str(missing)[:ERROR_CHARS]}
+        except (SandboxConfigError, PatchSplitError) as error:
+            fields = {"status": NONE, "reason": f"{type(error).__name__}: {error}"[:ERROR_CHARS]}
+        except ClaimLost:
+            return ""
+        except SoftTimeLimitExceeded:
+            # What ran is stored: the next attempt goes on from there.
+            return work.attempt_lost(EVIDENCE, group_id, token, "ran past its soft time limit", timezone.now())
+        except (OperationalError, InterfaceError):
+            raise  # weather: the lease runs out and the sweep queues it again
+        except Exception as error:  # a bug, not weather: trying again will not help
+            log.exception("evidence of group %s", group_id)
+            fields = {"status": FAILED, "error": f"{type(error).__name__}: {error}"[:ERROR_CHARS]}
+    written = mine.update(**fields, finished_at=timezone.now(), lease_expires_at=None)
+    return fields["status"] if written else ""
+
+
+def _gather(group_id: int, mine) -> dict:
+    """The evidence of one group: the fields its row gets. Raises NoCodebase when there is none."""
+    if not evidence_enabled():
+        raise NoCodebase("no codebase store is configured (GAGAR_CODEBASES)")
+    group = Group.objects.values("repo", "base_commit", "task_extra").get(pk=group_id)
+    rows = list(Trajectory.objects.filter(group_id=group_id).order_by("trajectory_id")
+                .values_list("trajectory_id", "patch", "passed", "tests"))
+    task = group["task_extra"] or {}
+    data = Path(settings.DATA_DIR) / "evidence"
+    store = CodebaseStore(Path(settings.GAGAR_CODEBASES), data / "codebases")
+    codebase = store.checkout(repo=group["repo"], base_commit=group["base_commit"],
+                              snapshot=task.get("snapshot") or "")
+    execution = task_execution(task, store_environment=store.environment(group["repo"]),
+                               trajectory_tests=[tests for *_, tests in rows])
+    sandbox = _sandbox(execution.environment)
+    budget = GroupBudget(existing_test_files=int(work.setting("evidence", "EXISTING_FILES")),
+                         runs=int(work.setting("evidence", "RUNS")),
+                         seconds=float(work.setting("evidence", "SECONDS")))
+    plan = plan_runs([Candidate(tid, patch, passed) for tid, patch, passed, _ in rows],
+                     codebase_id=codebase.id, codebase_files=codebase.files, environment=execution.environment,
+                     reward_tests=execution.reward_tests, test_patch=execution.test_patch, budget=budget)
+    keys = {run.key for run in plan.runs}
+    outcomes = {key: RunOutcome.from_dict(outcome)
+                for key, outcome in EvidenceRun.objects.filter(key__in=keys).values_list("key", "outcome")}
+
+    def keep(run, outcome: RunOutcome) -> None:
+        with transaction.atomic():
+            _, created = EvidenceRun.objects.get_or_create(key=run.key, defaults={"outcome": outcome.to_dict()})
+            spent = outcome.duration if created else 0.0
+            if not mine.update(spent_s=F("spent_s") + spent):
+                raise ClaimLost
+        outcomes[run.key] = outcome
+
+    spent = GroupEvidence.objects.values_list("spent_s", flat=True).get(pk=group_id)
+    workroot = data / "runs"
+    workroot.mkdir(parents=True, exist_ok=True)
+    workroot.chmod(0o755)  # the sandbox's user enters it
+    skipped = run_planned(plan, codebase=codebase.path, sandbox=sandbox, workroot=workroot,
+                          environment=execution.environment, on_result=keep,
+                          seconds=max(budget.seconds - spent, 0.0), done=set(outcomes))
+    matrix = Matrix.build(plan, outcomes, tuple(skipped))
+    broken = breaks_tests(matrix)
+    return {"status": DONE, "reason": "", "error": "", "codebase": codebase.id[:700], "matrix": matrix.to_dict(),
+            "breaks": {tid: [list(cell) for cell in cells] for tid, cells in broken.items()},
+            "flaky": flaky(matrix), "breaks_tests": bool(broken)}
+
+
+def _sandbox(environment: Environment) -> Sandbox:
+    """The sandbox for `environment`; NoCodebase when its interpreter lies where the sandbox
+    shows nothing (the deployment lists such folders in GAGAR_SANDBOX_PATHS)."""
+    config = sandbox_config(environment)
+    if config.backend == "bwrap" and environment.python:
+        python = Path(environment.python)
+        if not any(python.is_relative_to(folder) for folder in config.readonly_paths):
+            raise NoCodebase(f"environment.python {environment.python} is not in a folder the sandbox shows "
+                             f"({', '.join(config.readonly_paths)}: GAGAR_SANDBOX_PATHS adds folders)")
+    return make_sandbox(config)

@@ -1,0 +1,143 @@
+"""A whole run's advantages: one Parquet dataset partitioned by step, and one manifest.
+
+    step=0/advantages.parquet
+    step=1/advantages.parquet
+    ...
+    _manifest.json  (the run; per step its batch, advantage config, counts, file size and sha256;
+                    named with "_" so that dataset readers, pyarrow's and Spark's, skip it)
+
+Each step's file is the batch's advantages export (webapp.exports.advantages: the same schema
+and bytes), under that step's own advantage config; `pyarrow.dataset.dataset(folder,
+partitioning="hive")` reads them as one table with a `step` column. Written to a folder
+(`manage.py export advantages --run NAME`) or streamed as a tar (the run page, the API), a
+step at a time: memory stays that of one chunk of groups, whatever the run's size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Iterator
+from importlib.metadata import version
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from webapp.advantages import SOURCES, parse_advantage_config
+from webapp.exports.advantages import SCHEMA, write_counted, writer_version
+from webapp.exports.services import refuse_while_grading
+from webapp.models import Run, RunStep
+from webapp.rankings import Viewer
+
+MANIFEST = "_manifest.json"
+DATA_FILE = "advantages.parquet"
+
+
+def step_path(number: int) -> str:
+    return f"step={number}/{DATA_FILE}"
+
+
+def run_steps_for_export(run: Run, *, viewer: Viewer, allow_ungraded: bool) -> list[RunStep]:
+    """The steps of `run` in order; RankingsHidden unless `viewer` may see every ranking, and
+    GradingUnfinished (naming the step) while a step is being graded, unless `allow_ungraded`."""
+    steps = list(RunStep.objects.filter(run=run).select_related("batch__annotation_policy").order_by("number"))
+    for step in steps:
+        viewer.require_whole(step.batch)
+        if not allow_ungraded:
+            refuse_while_grading(step.batch)
+    return steps
+
+
+def write_step(step: RunStep, path: Path, *, viewer: Viewer) -> dict:
+    """Write one step's file at `path`; its manifest entry."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config = parse_advantage_config(step.batch.advantage_config)
+    written = write_counted(step.batch, path, viewer=viewer, format="parquet", config=config)
+    return {"step": step.number, "batch": step.batch.name, "path": step_path(step.number), "config": config.as_dict(),
+            "rows": written.rows, "counts": {"label": dict(written.labels),
+                                             "source": {s: written.sources[s] for s in SOURCES}},
+            "ungraded": written.ungraded(), "bytes": path.stat().st_size, "sha256": _sha256(path)}
+
+
+def manifest(run: Run, entries: list[dict]) -> dict:
+    return {"run": run.name, "kind": "advantages", "format": "parquet", "partitioning": "hive: step",
+            "rows": sum(e["rows"] for e in entries), "steps": entries,
+            "columns": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in SCHEMA],
+            "writer": writer_version(), "app_version": version("gagar-studio"),
+            "created_at": timezone.now().isoformat()}
+
+
+def write_run_dataset(run: Run, folder: Path, *, viewer: Viewer, allow_ungraded: bool = False) -> dict:
+    """Write the dataset into `folder` (made here, must not exist), the manifest last; the manifest."""
+    steps = run_steps_for_export(run, viewer=viewer, allow_ungraded=allow_ungraded)
+    folder.mkdir(parents=True)
+    entries = [write_step(step, folder / step_path(step.number), viewer=viewer) for step in steps]
+    out = manifest(run, entries)
+    (folder / MANIFEST).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    return out
+
+
+def run_dataset_tar(run: Run, *, viewer: Viewer, allow_ungraded: bool = False) -> Iterator[bytes]:
+    """The dataset as an uncompressed tar stream (Parquet is compressed already), each step
+    written to a scratch file, sent and removed before the next. The checks (hidden rankings,
+    grading under way) happen at once, before the first byte."""
+    steps = run_steps_for_export(run, viewer=viewer, allow_ungraded=allow_ungraded)
+    return _tar(run, steps, viewer)
+
+
+def _tar(run: Run, steps: list[RunStep], viewer: Viewer) -> Iterator[bytes]:
+    sink = _Sink()
+    scratch = Path(tempfile.mkdtemp(prefix="run-export-", dir=_scratch_root()))
+    try:
+        with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+            entries = []
+            for step in steps:
+                path = scratch / DATA_FILE
+                entries.append(write_step(step, path, viewer=viewer))
+                tar.add(path, arcname=step_path(step.number))
+                path.unlink()
+                yield sink.take()
+            data = (json.dumps(manifest(run, entries), indent=2) + "\n").encode()
+            info = tarfile.TarInfo(MANIFEST)
+            info.size, info.mtime = len(data), int(timezone.now().timestamp())
+            tar.addfile(info, io.BytesIO(data))
+        yield sink.take()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _scratch_root() -> Path:
+    root = settings.DATA_DIR / "scratch"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+class _Sink(io.RawIOBase):
+    """What tarfile writes, kept until taken."""
+
+    def __init__(self):
+        self.parts: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.parts.append(bytes(data))
+        return len(data)
+
+    def take(self) -> bytes:
+        out, self.parts = b"".join(self.parts), []
+        return out
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
