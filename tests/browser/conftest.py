@@ -83,3 +83,9 @@ def screenshot(page, name, full_page=False):
 def ready(page):
     """Wait until review.js runs on the current page (scripts are deferred)."""
     page.wait_for_function("document.documentElement.classList.contains('js') && window.htmx !== undefined")
+
+
+def settled(page):
+    """Wait until no htmx request is in flight: leaving a page aborts one, which htmx logs as an
+    error (on a loaded machine a preview can still be on its way)."""
+    page.wait_for_function("!document.querySelector('.htmx-request')")

@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import login, ready, screenshot
+from tests.browser.conftest import login, ready, screenshot, settled
 from tests.django_fixtures import PASSWORD, make_user
 from tests.webapp.annotationdata import grade, review_batch, set_policy
 from webapp.models import Annotation, Group
@@ -115,6 +115,7 @@ def test_an_annotator_reorders_ties_flags_and_saves(page, live_server, batch):
     page.click("text=History · v1")
     expect(page.locator("table.history tbody tr")).to_have_count(2)  # v1 and the grader
     screenshot(page, "annotation-03-history")
+    settled(page)
     page.goto(f"{live_server.url}/")
     expect(page.locator(".review-progress")).to_contain_text("1 / 3")
     expect(page.locator(".review-progress")).to_contain_text("anna 1")
