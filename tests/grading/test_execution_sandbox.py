@@ -7,9 +7,7 @@ made here, outside /tmp, with pytest copied into it, and named to the sandbox as
 its read-only folders: what a deployment does with the environment its tasks need.
 """
 
-import importlib.util
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -27,44 +25,9 @@ from grading.execution import (
 )
 from grading.sandbox import BwrapSandbox, SandboxConfig, SandboxConfigError, check_backend
 from grading.sandbox.bwrap import SYSTEM_PATHS
+from tests.evidencedata import OPS, TEST_CLAMP, TEST_OPS, git, python_with_pytest, sandbox_root, write
+from tests.evidencedata import environment as evidence_environment
 
-SYSTEM_PYTHON = "/usr/bin/python3"
-PYTEST_MODULES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "pygments", "py")
-
-OPS = """\
-def add(a, b):
-    return a + b
-
-
-def sub(a, b):
-    return a - b
-
-
-def clamp(x, low, high):
-    return x
-"""
-TEST_OPS = """\
-from calc.ops import add, sub
-
-
-def test_add():
-    assert add(0.5, 0.25) == 0.75
-
-
-def test_sub():
-    assert sub(5, 3) == 2
-"""
-TEST_CLAMP = """\
-from calc.ops import clamp
-
-
-def test_clamp_low():
-    assert clamp(-1, 0, 10) == 0
-
-
-def test_clamp_high():
-    assert clamp(11, 0, 10) == 10
-"""
 CLAMP_FIX = ("    return x\n", "    return max(low, min(x, high))\n")
 CLAMP_FIX_IFS = ("    return x\n",
                  "    if x < low:\n        return low\n    if x > high:\n        return high\n    return x\n")
@@ -81,21 +44,9 @@ def bwrap_installed():
 
 @pytest.fixture(scope="module")
 def python_env():
-    """A virtual environment of the system's python3 with pytest, in a folder the
-    sandbox's user may read and that the sandbox's private /tmp does not hide."""
-    root = Path(tempfile.mkdtemp(prefix="gagar-execution-", dir="/var/tmp"))
-    root.chmod(0o755)
-    venv = root / "env"
-    subprocess.run([SYSTEM_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site_packages = next(venv.glob("lib/python3*/site-packages"))
-    for name in PYTEST_MODULES:
-        origin = Path(importlib.util.find_spec(name).origin)
-        if origin.name == "__init__.py":
-            shutil.copytree(origin.parent, site_packages / name)
-        else:
-            shutil.copy2(origin, site_packages / origin.name)
-    subprocess.run(["chmod", "-R", "a+rX", str(root)], check=True)
-    yield venv
+    """A virtual environment of the system's python3 with pytest that the sandbox may read."""
+    root = sandbox_root()
+    yield python_with_pytest(root).parents[1]
     shutil.rmtree(root)
 
 
@@ -106,9 +57,7 @@ def sandbox(python_env):
 
 @pytest.fixture(scope="module")
 def environment(python_env):
-    return Environment.from_dict({
-        "python": str(python_env / "bin/python"), "report": "pytest", "wall_seconds": 60,
-        "test_command": "python -m pytest -q -rA -p no:cacheprovider {tests}"})
+    return Environment.from_dict(evidence_environment(python_env / "bin" / "python"))
 
 
 @pytest.fixture(scope="module")
@@ -128,17 +77,6 @@ def codebase(tmp_path_factory):
     git(folder, "add", "-A")
     git(folder, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
     return folder
-
-
-def write(folder, files):
-    for path, text in files.items():
-        (folder / path).parent.mkdir(parents=True, exist_ok=True)
-        (folder / path).write_text(text)
-
-
-def git(folder, *args):
-    return subprocess.run(["git", "-C", str(folder), *args], check=True, capture_output=True,
-                          text=True).stdout
 
 
 def diff(codebase, scratch, files):
