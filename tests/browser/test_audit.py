@@ -54,6 +54,7 @@ def test_an_auditor_makes_a_set_and_works_through_it_with_the_keyboard(page, liv
     for n, key in enumerate(verdicts, start=1):
         expect(page.locator("#audit-title")).to_contain_text(f"item {n} of 5")
         expect(page.locator("#audited-ranking tbody tr").first).to_be_visible()
+        page.wait_for_load_state("load")  # the keys' script is deferred: the title shows before it runs
         page.keyboard.press(key)
         if n == 2:
             page.check("input[name=categories][value=preferred_verbose]")
@@ -61,7 +62,6 @@ def test_an_auditor_makes_a_set_and_works_through_it_with_the_keyboard(page, liv
             page.locator("#audit-title").click()  # leave the notes: keys type into a text field
             screenshot(page, "audit-02-auditor-page")
         page.keyboard.press("s")
-        page.wait_for_load_state("load")
     expect(page.locator("#audit-all-done")).to_be_visible()
     saved = AuditVerdict.objects.order_by("item__position")
     assert [v.verdict for v in saved] == ["correct", "partly", "wrong", "correct", "wrong"]
