@@ -15,6 +15,7 @@ inside their fixtures, never at the top.
 """
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,13 @@ def _in_core(invocation_dir: Path, arg: str) -> bool:
     """Whether a selected path (`file.py::test` node ids too) lies inside the core tests."""
     path = (invocation_dir / arg.split("::")[0]).resolve()
     return any(path.is_relative_to(core) for core in CORE_TESTS)
+
+
+@pytest.fixture(scope="session")
+def sandbox_python():
+    """A virtual environment's python with pytest, in a folder the sandbox may read: built once."""
+    from tests import evidencedata
+
+    root = evidencedata.sandbox_root()
+    yield evidencedata.python_with_pytest(root)
+    shutil.rmtree(root)

@@ -25,7 +25,7 @@ from grading.execution import (
 )
 from grading.sandbox import BwrapSandbox, SandboxConfig, SandboxConfigError, check_backend
 from grading.sandbox.bwrap import SYSTEM_PATHS
-from tests.evidencedata import OPS, TEST_CLAMP, TEST_OPS, git, python_with_pytest, sandbox_root, write
+from tests.evidencedata import OPS, TEST_CLAMP, TEST_OPS, git, write
 from tests.evidencedata import environment as evidence_environment
 
 CLAMP_FIX = ("    return x\n", "    return max(low, min(x, high))\n")
@@ -43,11 +43,8 @@ def bwrap_installed():
 
 
 @pytest.fixture(scope="module")
-def python_env():
-    """A virtual environment of the system's python3 with pytest that the sandbox may read."""
-    root = sandbox_root()
-    yield python_with_pytest(root).parents[1]
-    shutil.rmtree(root)
+def python_env(sandbox_python):
+    return sandbox_python.parents[1]
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """Execution evidence through real worker processes: gathered before grading, resumed after a
 worker is killed mid-pass, and a sandbox that cannot run stopping the worker at start."""
 
-import shutil
 
 import pytest
 from django.core.management import call_command
@@ -20,12 +19,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 DONE = GroupEvidence.Status.DONE
 
 
-@pytest.fixture(scope="module")
-def python():
-    root = evidencedata.sandbox_root()
-    yield evidencedata.python_with_pytest(root)
-    shutil.rmtree(root)
-
 
 @pytest.fixture
 def store(tmp_path):
@@ -36,23 +29,23 @@ def store(tmp_path):
 
 
 @pytest.fixture
-def evidence_env(filesystem_broker, store, python):
+def evidence_env(filesystem_broker, store, sandbox_python):
     """The settings and the worker's environment with evidence on."""
-    extra = {"GAGAR_CODEBASES": str(store), "GAGAR_SANDBOX_PATHS": str(python.parents[2]),
+    extra = {"GAGAR_CODEBASES": str(store), "GAGAR_SANDBOX_PATHS": str(sandbox_python.parents[2]),
              "GAGAR_EVIDENCE_LEASE": "3", "GAGAR_EVIDENCE_HEARTBEAT": "0.5"}
-    with override_settings(GAGAR_CODEBASES=str(store), GAGAR_SANDBOX_PATHS=[str(python.parents[2])],
+    with override_settings(GAGAR_CODEBASES=str(store), GAGAR_SANDBOX_PATHS=[str(sandbox_python.parents[2])],
                            GAGAR_EVIDENCE_LEASE=3.0):
         yield {**filesystem_broker, **extra}
 
 
-def import_batch(tmp_path, python, name, records):
+def import_batch(tmp_path, sandbox_python, name, records):
     call_command("import_rollouts", str(write_jsonl(tmp_path / f"{name}.jsonl", records)), batch=name, verbosity=0)
     return Batch.objects.get(name=name)
 
 
-def test_a_worker_gathers_the_evidence_then_grades_with_it(tmp_path, python, evidence_env, workers):
-    records = evidencedata.records("calc-1", python, tmp_path / "calc") + plain_group("plain-1", [1, 1, 0])
-    batch = import_batch(tmp_path, python, "calc", records)
+def test_a_worker_gathers_the_evidence_then_grades_with_it(tmp_path, sandbox_python, evidence_env, workers):
+    records = evidencedata.records("calc-1", sandbox_python, tmp_path / "calc") + plain_group("plain-1", [1, 1, 0])
+    batch = import_batch(tmp_path, sandbox_python, "calc", records)
     workers(evidence_env)
     launch = grading_launch(batch=batch, grader="heuristic")
 
@@ -70,9 +63,9 @@ def test_a_worker_gathers_the_evidence_then_grades_with_it(tmp_path, python, evi
     assert "existing: tests/test_ops.py::test_add" in grading.rationales["breaks"]
 
 
-def test_a_pass_whose_worker_is_killed_goes_on_where_it_stopped(tmp_path, python, evidence_env, workers):
-    batch = import_batch(tmp_path, python, "slow", evidencedata.records("slow-1", python, tmp_path / "slow",
-                                                                        snapshot="slow"))
+def test_a_pass_whose_worker_is_killed_goes_on_where_it_stopped(tmp_path, sandbox_python, evidence_env, workers):
+    records = evidencedata.records("slow-1", sandbox_python, tmp_path / "slow", snapshot="slow")
+    batch = import_batch(tmp_path, sandbox_python, "slow", records)
     worker = workers(evidence_env, log="first.log")
     grading_launch(batch=batch, grader="heuristic")
     evidence = GroupEvidence.objects.get()

@@ -2,7 +2,6 @@
 the passing candidate that breaks what the reward misses, the patch with no effect and the flaky
 reward are each caught, named, and ranked last; no correct candidate is flagged."""
 
-import shutil
 
 import pytest
 from django.core.management import call_command
@@ -16,19 +15,13 @@ from webapp.models import Batch, GroupEvidence
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(scope="module")
-def python():
-    root = evidencedata.sandbox_root()
-    yield evidencedata.python_with_pytest(root)
-    shutil.rmtree(root)
-
 
 @pytest.fixture
-def graded(settings, tmp_path, python, monkeypatch):
+def graded(settings, tmp_path, sandbox_python, monkeypatch):
     settings.GAGAR_CODEBASES = str(evidencedata.SAMPLE)
-    settings.GAGAR_SANDBOX_PATHS = [str(python.parents[2])]
+    settings.GAGAR_SANDBOX_PATHS = [str(sandbox_python.parents[2])]
     monkeypatch.setattr("webapp.work.enqueue", lambda *args, **kwargs: 1)  # no broker: this process works
-    path = evidencedata.sample_evidence(python, tmp_path / "evidence.jsonl")
+    path = evidencedata.sample_evidence(sandbox_python, tmp_path / "evidence.jsonl")
     call_command("import_rollouts", str(path), batch="evidence", verbosity=0)
     batch = Batch.objects.get(name="evidence")
     run = grading_launch(batch=batch, grader="heuristic").run

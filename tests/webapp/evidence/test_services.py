@@ -1,7 +1,6 @@
 """The evidence pass called in this process, as a worker calls it: launched with a grading,
 run in the real sandbox (bwrap), stored per group and per run, and read by the heuristic."""
 
-import shutil
 from datetime import timedelta
 
 import pytest
@@ -22,12 +21,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 DONE, NONE, QUEUED = GroupEvidence.Status.DONE, GroupEvidence.Status.NONE, GroupEvidence.Status.QUEUED
 
 
-@pytest.fixture(scope="module")
-def python():
-    root = evidencedata.sandbox_root()
-    yield evidencedata.python_with_pytest(root)
-    shutil.rmtree(root)
-
 
 @pytest.fixture
 def sent(monkeypatch):
@@ -43,22 +36,23 @@ def sent(monkeypatch):
 
 
 @pytest.fixture
-def evidence_on(settings, tmp_path, python):
+def evidence_on(settings, tmp_path, sandbox_python):
     settings.GAGAR_CODEBASES = str(evidencedata.store(tmp_path / "store"))
-    settings.GAGAR_SANDBOX_PATHS = [str(python.parents[2])]
+    settings.GAGAR_SANDBOX_PATHS = [str(sandbox_python.parents[2])]
     return settings
 
 
-def import_group(tmp_path, python, name="calc", **options):
-    path = write_jsonl(tmp_path / f"{name}.jsonl", evidencedata.records(f"{name}-1", python, tmp_path / name,
+def import_group(tmp_path, sandbox_python, name="calc", **options):
+    path = write_jsonl(tmp_path / f"{name}.jsonl", evidencedata.records(f"{name}-1", sandbox_python, tmp_path / name,
                                                                         **options))
     call_command("import_rollouts", str(path), batch=name, verbosity=0)
     batch = Batch.objects.get(name=name)
     return batch, batch.groups.get()
 
 
-def test_a_group_with_a_codebase_gets_its_matrix_and_its_grading_waits_for_it(evidence_on, tmp_path, python, sent):
-    batch, group = import_group(tmp_path, python)
+def test_a_group_with_a_codebase_gets_its_matrix_and_its_grading_waits_for_it(
+        evidence_on, tmp_path, sandbox_python, sent):
+    batch, group = import_group(tmp_path, sandbox_python)
     launch = grading_launch(batch=batch, grader="heuristic")
     assert GroupEvidence.objects.get(group=group).status == QUEUED
     assert [kind for kind, *_ in sent] == ["evidence", "grading"]  # sent once the launch commits
@@ -92,15 +86,15 @@ def test_a_group_with_a_codebase_gets_its_matrix_and_its_grading_waits_for_it(ev
     assert "its reward tests fail here" in grading.rationales["no_effect"]
 
 
-def test_a_second_pass_over_the_same_runs_runs_nothing_again(evidence_on, tmp_path, python, sent):
-    batch, group = import_group(tmp_path, python)
+def test_a_second_pass_over_the_same_runs_runs_nothing_again(evidence_on, tmp_path, sandbox_python, sent):
+    batch, group = import_group(tmp_path, sandbox_python)
     evidence_launch(group_pks=[group.pk])
     assert evidence_process(group_id=group.pk) == DONE
     first = dict(EvidenceRun.objects.values_list("key", "created_at"))
     spent = GroupEvidence.objects.get(group=group).spent_s
     assert spent > 0
 
-    other, copy = import_group(tmp_path, python, name="again")  # the same candidates, another batch
+    other, copy = import_group(tmp_path, sandbox_python, name="again")  # the same candidates, another batch
     evidence_launch(group_pks=[copy.pk])
     assert evidence_process(group_id=copy.pk) == DONE
     assert dict(EvidenceRun.objects.values_list("key", "created_at")) == first
@@ -109,8 +103,8 @@ def test_a_second_pass_over_the_same_runs_runs_nothing_again(evidence_on, tmp_pa
 
 
 def test_a_codebase_the_store_lacks_means_no_evidence_with_the_reason_and_grading_goes_on(
-        evidence_on, tmp_path, python, sent):
-    batch, group = import_group(tmp_path, python, snapshot="nowhere.tar.gz")
+        evidence_on, tmp_path, sandbox_python, sent):
+    batch, group = import_group(tmp_path, sandbox_python, snapshot="nowhere.tar.gz")
     launch = grading_launch(batch=batch, grader="heuristic")
     assert evidence_process(group_id=group.pk) == NONE
     evidence = GroupEvidence.objects.get(group=group)
@@ -122,19 +116,19 @@ def test_a_codebase_the_store_lacks_means_no_evidence_with_the_reason_and_gradin
     assert gradings_process(grading_ids=list(launch.run.gradings.values_list("pk", flat=True))).done
 
 
-def test_an_interpreter_the_sandbox_does_not_show_is_a_reason_not_a_run(evidence_on, tmp_path, python, sent):
+def test_an_interpreter_the_sandbox_does_not_show_is_a_reason_not_a_run(evidence_on, tmp_path, sandbox_python, sent):
     evidence_on.GAGAR_SANDBOX_PATHS = []
-    batch, group = import_group(tmp_path, python)
+    batch, group = import_group(tmp_path, sandbox_python)
     evidence_launch(group_pks=[group.pk])
     assert evidence_process(group_id=group.pk) == NONE
     reason = GroupEvidence.objects.get(group=group).reason
-    assert reason.startswith(f"environment.python {python} is not in a folder the sandbox shows")
+    assert reason.startswith(f"environment.python {sandbox_python} is not in a folder the sandbox shows")
     assert not EvidenceRun.objects.exists()
 
 
-def test_without_a_codebase_store_nothing_is_queued_and_the_group_says_why(settings, tmp_path, python, sent):
+def test_without_a_codebase_store_nothing_is_queued_and_the_group_says_why(settings, tmp_path, sandbox_python, sent):
     settings.GAGAR_CODEBASES = ""
-    batch, group = import_group(tmp_path, python)
+    batch, group = import_group(tmp_path, sandbox_python)
     grading_launch(batch=batch, grader="heuristic")
     assert not GroupEvidence.objects.exists()
     assert [kind for kind, *_ in sent] == ["grading"]
@@ -142,8 +136,8 @@ def test_without_a_codebase_store_nothing_is_queued_and_the_group_says_why(setti
 
 
 def test_the_group_page_shows_the_matrix_and_a_cell_opens_its_log_and_command(
-        evidence_on, tmp_path, python, sent, client, researcher):
-    batch, group = import_group(tmp_path, python)
+        evidence_on, tmp_path, sandbox_python, sent, client, researcher):
+    batch, group = import_group(tmp_path, sandbox_python)
     evidence_launch(group_pks=[group.pk])
     evidence_process(group_id=group.pk)
     client.force_login(researcher)
@@ -170,10 +164,10 @@ def test_a_group_without_evidence_says_why_on_its_page(settings, client, researc
 
 
 def test_the_batch_page_filters_the_groups_where_a_passing_candidate_breaks_tests(
-        evidence_on, tmp_path, python, sent, client, researcher):
+        evidence_on, tmp_path, sandbox_python, sent, client, researcher):
     fine = {tid: spec for tid, spec in evidencedata.CANDIDATES.items() if tid in ("good", "also_good", "fails")}
-    records = (evidencedata.records("calc-breaks", python, tmp_path / "a")
-               + evidencedata.records("calc-fine", python, tmp_path / "b", candidates=fine))
+    records = (evidencedata.records("calc-breaks", sandbox_python, tmp_path / "a")
+               + evidencedata.records("calc-fine", sandbox_python, tmp_path / "b", candidates=fine))
     call_command("import_rollouts", str(write_jsonl(tmp_path / "two.jsonl", records)), batch="two", verbosity=0)
     batch = Batch.objects.get(name="two")
     pks = list(batch.groups.values_list("pk", flat=True))
