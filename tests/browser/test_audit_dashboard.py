@@ -1,6 +1,6 @@
 """The grader dashboard in a real browser: "computing" until the worker's first recompute, when
-the page shows the figures by itself (no reload by hand), then charts above their tables and
-the drift warning for a version that ranks the gold set worse."""
+the page shows the figures by itself (no reload by hand), then the correctness section first,
+charts above their tables and the drift warning for a version that ranks the gold set worse."""
 
 import pytest
 from playwright.sync_api import expect
@@ -21,7 +21,10 @@ def test_an_auditor_reads_the_dashboard_and_sees_the_drift_warning(page, live_se
     batch = review_batch(tmp_path, n=8, name="weekly")
     auditor, annotator = make_user("otto", AUDITOR), make_user("anna", ANNOTATOR)
     for i, group in enumerate(Group.objects.filter(batch=batch).order_by("pk")):
-        save(group, annotator, GRADER_TIERS if i < 7 else REVERSED)
+        if i < 7:
+            save(group, annotator, GRADER_TIERS)
+        else:  # reversed, t5 marked a lucky pass: the correctness section's figures
+            save(group, annotator, REVERSED[1:], verdicts={"t5": {"passed": False, "reason": "a lucky pass"}})
         if i < 6:
             gold_mark(group=group, user=auditor)
         graded(group, GRADER_TIERS, "heuristic-1", tokens=0, seconds=0.01 * (i + 1))
@@ -41,6 +44,10 @@ def test_an_auditor_reads_the_dashboard_and_sees_the_drift_warning(page, live_se
     expect(page.locator("#figures-updating")).to_have_count(0)
     assert page.evaluate("window.notReloaded === undefined")
     expect(page.locator("#table-agreement tbody tr")).to_have_count(8)  # two versions, four measures
+    correctness = page.locator("#section-correctness")  # the first section; console errors: checked at the end
+    expect(correctness.locator("tbody tr")).to_have_count(12)  # two versions, three rankings, two measures
+    expect(correctness.locator("svg.chart")).to_have_count(2)
+    expect(page.locator(".dashboard-section").first).to_have_id("section-correctness")
     warning = page.locator("#drift-warning")
     expect(warning).to_contain_text("agentic-qwen-2")
     expect(warning).to_contain_text("below heuristic-1")

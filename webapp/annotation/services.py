@@ -143,7 +143,8 @@ def _insert(*, group: Group, user, independent: bool, based_on_version: int, **f
             if annotation.kind == Annotation.Kind.RANKING:
                 _complete_lease(group, user)
             triage_refresh([group.pk])
-            work.figures_stale(group.batch_id, ("agreement", "concordance"))  # the dashboard's agreement with people
+            # The dashboard's figures against people: a ranking, and the lucky passes its verdicts mark.
+            work.figures_stale(group.batch_id, ("correctness", "agreement", "concordance"))
             work.run_figures_stale(group.batch_id)  # its step's overrides and agreement, its advantages
             return annotation
     except IntegrityError:

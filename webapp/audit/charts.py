@@ -134,6 +134,22 @@ def histogram_chart(*, title: str, desc: str, edges: list[float], counts: list[i
     return _frame(title, desc, "".join(parts), 0, top, css="chart-histogram")
 
 
+def _correctness_charts(versions) -> list[SafeString]:
+    """For each reference some version has groups for, a chart of pairwise accuracy and one of
+    the top-1 rate: each version's bar with its baselines' (on the same groups) beside it."""
+    charts: dict[tuple[str, str], list[Bar]] = {}  # by (reference, measure)
+    for v in versions:
+        for reference, top1, results in v.correctness.references():
+            for key, measure in (("pairwise", "pairwise accuracy"), ("top1", top1)):
+                bars = charts.setdefault((reference, measure), [])
+                for r in results:
+                    e = getattr(r, key)  # random's seeds are in the table: "random" is label enough
+                    bars.append(Bar(f"{v.version.version} · {r.name.partition(' (')[0]}", e.value, e.interval, e.n))
+    return [bar_chart(title=f"{measure.capitalize()} · {reference}", desc=f"{measure} against {reference}, per "
+                      "grader version beside shortest patch first and random on the same groups: mean over groups "
+                      "with a 95% bootstrap interval", bars=bars) for (reference, measure), bars in charts.items()]
+
+
 def _value(bar: Bar) -> str:
     text = f"{bar.value:.3f}"
     text += f" [{bar.interval[0]:.3f}, {bar.interval[1]:.3f}]" if bar.interval else ""
@@ -153,6 +169,7 @@ def dashboard_charts(d: Dashboard) -> dict[str, list[SafeString]]:
     concordance = d.concordance.batches if d.concordance else []
 
     charts: dict[str, list[SafeString]] = {
+        "correctness": _correctness_charts(versions),
         "agreement": [bar_chart(title=f"{label} with human rankings", desc=f"{label} per grader version, mean over "
                                 "groups with a 95% bootstrap interval", low=-1.0 if key in ("kendall_tau", "spearman")
                                 else 0.0, bars=bars((v.version.version, getattr(v.ranking.agreement, key))

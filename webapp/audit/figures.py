@@ -5,11 +5,15 @@ A grader version is a `GradingRun.grader_version` (every grading of a run shares
 with no finished grading has none yet and is not counted). Versions are ordered by their
 first run. Per version, over the groups of the selection (one batch, or all):
 
+- correctness, the primary measure: against people's verdicts (the passing trajectories a
+  person marked not truly passing, auditors' corrected rankings), by `evaluate_grader`'s
+  functions, on the version's latest finished grading of each such group
+  (webapp.audit.correctness);
 - agreement with humans: each group whose final ranking is a human one, against the
   version's latest finished grading of it (`grading.agreement.summarise`: means with
   bootstrap intervals over groups);
 - proxy agreement: against "closest to the human fix" where the task has a reference
-  patch (`grading.evaluation`; a proxy, labelled so);
+  patch (`grading.evaluation`; a proxy, labelled so: a diagnostic, not a target);
 - verdicts and error categories: the share of auditors' verdicts on the version's audited
   gradings, with Wilson score intervals (closed form, exact coverage for a proportion
   near 0 or 1 better than the normal one);
@@ -25,7 +29,9 @@ independently (webapp.audit.concordance), and the gold set's drift.
 
 The figures cost up to seconds over 10,000 groups (bootstrap intervals), so they are stored
 in parts (webapp.audit.refresh: the table AuditFigures, shared by every web process), each
-with the watermark of the data it depends on: per version, its agreement with people (that
+with the watermark of the data it depends on: per version, its correctness (that version's
+gradings; the latest annotation; the verdicts' count and latest change; the latest
+trajectory), its agreement with people (that
 version's gradings: latest finish and count; the latest annotation), its figures from
 gradings and trajectories (that version's gradings; the latest trajectory) and its verdict
 rates (the verdicts' count and latest change); the annotators' concordance (the latest
@@ -34,10 +40,10 @@ mark). The dashboard shows the stored parts: a stale one (its watermark is not t
 as it is, marked "updating", while a worker recomputes it
 (webapp.audit.services.figures_refresh); the verdict rates, cheap, are computed in the
 request; `progress` says where the others stand, for the page to show them once they are
-ready. `ranking_figures`, `verdict_figures`, `annotator_concordance` and
-`gold_drift` (the report, the worker) return current figures, computing and storing the
+ready. `ranking_figures`, `correctness_figures`, `verdict_figures`, `annotator_concordance`
+and `gold_drift` (the report, the worker) return current figures, computing and storing the
 stale parts.
-webapp.audit.ranking computes them.
+webapp.audit.ranking and webapp.audit.correctness compute them.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from grading.agreement import AgreementSummary, Estimate
 from grading.rates import Rate, wilson
 from webapp.audit import refresh
 from webapp.audit.concordance import Concordance, concordance
+from webapp.audit.correctness import Correctness, correctness
 from webapp.audit.ranking import (
     Cost,
     GradingFigures,
@@ -72,6 +79,7 @@ DRIFT_MEASURES = MEASURES[:3]
 DRIFT = "the gold set's drift"
 CONCORDANCE = "the annotators' concordance"
 SHARED = {"drift": DRIFT, "concordance": CONCORDANCE}  # the parts of a selection, not of a version, by name
+VERSION_PARTS = ("correctness", "agreement", "gradings")  # the costly parts of a version
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,7 @@ class Drift:
 @dataclass(frozen=True)
 class VersionDashboard:
     version: Version
+    correctness: Correctness
     ranking: RankingFigures
     verdicts: VerdictFigures
 
@@ -193,10 +202,11 @@ def dashboard(batch: Batch | None, versions: list[Version], *, all_versions: lis
                                      also=[_key("verdicts", batch, v) for v in names])
     verdicts = _current(batch, "verdicts", names, marks, _verdicts, found=found)
     shown = {(kind, version): refresh.decode(PAYLOADS[kind], payload) for (kind, version), payload in shown.items()}
-    ready = [v for v in versions if ("agreement", v.version) in shown and ("gradings", v.version) in shown]
+    ready = [v for v in versions if all((kind, v.version) in shown for kind in VERSION_PARTS)]
     return Dashboard(
         batch=batch,
-        versions=[VersionDashboard(v, _ranking(v.version, shown["agreement", v.version], shown["gradings", v.version]),
+        versions=[VersionDashboard(v, shown["correctness", v.version],
+                                   _ranking(v.version, shown["agreement", v.version], shown["gradings", v.version]),
                                    verdicts[v.version]) for v in ready],
         drift=shown.get(("drift", "")) if all_versions else Drift(0, [], []),
         concordance=shown.get(("concordance", "")) if all_versions else Concordance([]),
@@ -216,7 +226,7 @@ def _stored(batch: Batch | None, versions: list[Version], all_versions: list[Ver
     recompute of each stale or missing part not queued yet."""
     names = [v.version for v in versions]
     drift_names = sorted(v.version for v in all_versions)
-    parts = [(kind, v) for v in names for kind in ("agreement", "gradings")] + (
+    parts = [(kind, v) for v in names for kind in VERSION_PARTS] + (
         [(kind, "") for kind in SHARED] if all_versions else [])
     found = refresh.read([_key(kind, batch, version) for kind, version in parts] + list(also))
     shown, stale_since, queue, failed = {}, [], [], {}
@@ -236,7 +246,7 @@ def _stored(batch: Batch | None, versions: list[Version], all_versions: list[Ver
             queue.append((kind, batch.pk if batch else None, version))
     if queue:
         refresh.request(queue, stored=set(found))
-    ready = {v for v in names if ("agreement", v) in shown and ("gradings", v) in shown}
+    ready = {v for v in names if all((kind, v) in shown for kind in VERSION_PARTS)}
     computing = [v for v in names if v not in ready and v not in failed] + [
         name for kind, name in SHARED.items()
         if all_versions and (kind, "") not in shown and name not in failed]
@@ -269,6 +279,12 @@ def ranking_figures(batch: Batch | None, versions: list[str], *, marks: Watermar
     return {v: _ranking(v, agreement[v], graded[v]) for v in versions}
 
 
+def correctness_figures(batch: Batch | None, versions: list[str], *, marks: Watermarks | None = None
+                        ) -> dict[str, Correctness]:
+    """Each version against people's verdicts (webapp.audit.correctness); current."""
+    return _current(batch, "correctness", versions, marks or watermarks(batch), correctness)
+
+
 def verdict_figures(batch: Batch | None, versions: list[str], *, marks: Watermarks | None = None
                     ) -> dict[str, VerdictFigures]:
     """Shares of the auditors' verdicts on each version's audited gradings, per verdict and per
@@ -289,8 +305,8 @@ def gold_drift(batch: Batch | None, versions: list[Version], *, marks: Watermark
 
 # --- the stored parts ----------------------------------------------------------------------
 
-PAYLOADS = {"agreement": AgreementSummary, "gradings": GradingFigures, "verdicts": VerdictFigures, "drift": Drift,
-            "concordance": Concordance}
+PAYLOADS = {"correctness": Correctness, "agreement": AgreementSummary, "gradings": GradingFigures,
+            "verdicts": VerdictFigures, "drift": Drift, "concordance": Concordance}
 
 
 def _key(kind: str, batch: Batch | None, version: str) -> str:
@@ -299,6 +315,8 @@ def _key(kind: str, batch: Batch | None, version: str) -> str:
 
 def _mark(kind: str, version: str, marks: Watermarks, drift_names: list[str]) -> tuple:
     """The data watermark of a part (see the module's docstring)."""
+    if kind == "correctness":  # verdicts: their corrected rankings; trajectories: the baselines' patches
+        return marks.gradings.get(version), marks.annotations, marks.verdicts, marks.trajectories
     if kind == "agreement":
         return marks.gradings.get(version), marks.annotations
     if kind == "gradings":

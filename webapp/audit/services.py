@@ -73,6 +73,7 @@ def verdict_save(*, item: AuditItem, auditor, verdict: str, categories: Sequence
               "categories": [c for c in AuditVerdict.Category.values if c in set(categories)],
               "corrected_version": corrected.version if corrected is not None else None}
     row, _ = AuditVerdict.objects.update_or_create(item=item, auditor=auditor, defaults=fields)
+    work.figures_stale(item.group.batch_id, ("correctness",))  # its corrected ranking is a reference
     return row
 
 
@@ -139,6 +140,10 @@ def _ranking_figures(batch: Batch | None, kinds: dict[str, set[str]], marks) -> 
     figures.ranking_figures(batch, sorted(kinds["agreement"] | kinds["gradings"]), marks=marks)
 
 
+def _correctness_figures(batch: Batch | None, kinds: dict[str, set[str]], marks) -> None:
+    figures.correctness_figures(batch, sorted(kinds["correctness"]), marks=marks)
+
+
 def _verdict_figures(batch: Batch | None, kinds: dict[str, set[str]], marks) -> None:
     figures.verdict_figures(batch, sorted(kinds["verdicts"]), marks=marks)
 
@@ -152,8 +157,8 @@ def _concordance(batch: Batch | None, kinds: dict[str, set[str]], marks) -> None
 
 
 # Each computes and stores parts of these kinds; one that fails leaves the others to be computed.
-_RECOMPUTES = ((("agreement", "gradings"), _ranking_figures), (("verdicts",), _verdict_figures),
-               (("drift",), _gold_drift), (("concordance",), _concordance))
+_RECOMPUTES = ((("correctness",), _correctness_figures), (("agreement", "gradings"), _ranking_figures),
+               (("verdicts",), _verdict_figures), (("drift",), _gold_drift), (("concordance",), _concordance))
 
 
 def figures_sweep() -> int:

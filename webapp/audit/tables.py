@@ -9,6 +9,7 @@ from grading.agreement import Estimate
 from grading.evaluation import PROXY_LABEL
 from grading.rates import Rate
 from webapp.audit.concordance import BatchConcordance
+from webapp.audit.correctness import Correctness
 from webapp.audit.figures import DRIFT_MEASURES, MEASURES, Dashboard
 from webapp.audit.ranking import COVARIATES, Histogram
 
@@ -44,6 +45,14 @@ def _histogram(version: str, h: Histogram) -> list[list[str]]:
     return [[version, cell(h.edges[i]), cell(h.edges[i + 1]), cell(count)] for i, count in enumerate(h.counts)]
 
 
+def _correctness(version: str, c: Correctness) -> list[list[str]]:
+    """Per reference with groups: pairwise accuracy, then the top-1 rate, each for the version
+    and then the baselines (on the same groups)."""
+    return [[version, reference, r.name, measure, *_estimate(getattr(r, key))]
+            for reference, top1, results in c.references()
+            for key, measure in (("pairwise", "pairwise accuracy"), ("top1", top1)) for r in results]
+
+
 def _concordance(c: BatchConcordance) -> list[list[str]]:
     return [[c.batch, "Kendall's W", *_estimate(c.kendalls_w), cell(c.raters)],
             [c.batch, "mean pairwise Kendall tau-b", *_estimate(c.pairwise_tau), cell(c.raters)],
@@ -53,6 +62,9 @@ def _concordance(c: BatchConcordance) -> list[list[str]]:
 def dashboard_tables(d: Dashboard) -> dict[str, Table]:
     versions = d.versions
     tables = [
+        Table("correctness", "Correctness (people's verdicts)",
+              ["version", "reference", "ranking", "measure", "value", "low", "high", "groups"],
+              [row for v in versions for row in _correctness(v.version.version, v.correctness)]),
         Table("agreement", "Agreement with human rankings",
               ["version", "grader", "measure", "value", "low", "high", "groups"],
               [[v.version.version, v.version.grader, label, *_estimate(getattr(v.ranking.agreement, key))]
@@ -60,7 +72,7 @@ def dashboard_tables(d: Dashboard) -> dict[str, Table]:
         Table("concordance", "Agreement among annotators who ranked the same groups independently (k-way overlap)",
               ["batch", "measure", "value", "low", "high", "groups", "annotators"],
               [row for c in (d.concordance.batches if d.concordance else []) for row in _concordance(c)]),
-        Table("proxy", f"Reference calibration ({PROXY_LABEL})",
+        Table("proxy", f"Diagnostic, not a target: reference calibration ({PROXY_LABEL})",
               ["version", "measure", "value", "low", "high", "groups"],
               [[v.version.version, f"{label} ({PROXY_LABEL})", *_estimate(getattr(v.ranking.proxy, key))]
                for v in versions for key, label in (("kendall_tau", "Kendall tau-b"), ("top1", "top-1"))]),

@@ -99,7 +99,7 @@ def test_the_figures_are_grading_agreements_on_the_same_data(data, client, audit
     assert (out["v1"].failure.count, out["v1"].failure.n) == (1, 7)
     assert out["v1"].cost.tokens.mean == pytest.approx(350.0) and out["v1"].cost.seconds.p50 == pytest.approx(3.5)
 
-    html = page(client, auditor, batch=batch.pk).content.decode()
+    html = computed(client, auditor, batch=batch.pk).content.decode()
     tau = out["v1"].agreement.kendall_tau
     assert f"<td>{tau.value:.4f}</td><td>{tau.interval[0]:.4f}</td><td>{tau.interval[1]:.4f}</td>" in html
     assert "proxy: similarity to the reference fix" in html
@@ -124,6 +124,8 @@ def test_verdict_rates_carry_wilson_intervals(tmp_path, auditor, researcher):
 
 def test_each_csv_is_the_table_under_its_chart(data, client, auditor, annotator):
     batch, groups = data
+    save(groups[4], annotator, [["t1"], ["t2", "t3"], ["t4"]],  # a lucky pass marked: the correctness
+         verdicts={"t5": {"passed": False, "reason": "a stray script"}})
     set_policy(batch, overlap=2)  # two annotators rank the sixth group each on their own: their concordance
     save(groups[5], annotator, GRADER_TIERS)
     save(groups[5], make_user("anna2", ANNOTATOR), REVERSED)
@@ -228,8 +230,8 @@ def test_the_page_shows_stored_figures_updating_until_the_worker_recomputes_them
     assert computing == {"verdicts": True, "agreement": False, "gradings": False}
     assert "Computing…</strong> v1, v2, the gold set&#x27;s drift" in html and html_tables(html)["table-agreement"] == [
         ["version", "grader", "measure", "value", "low", "high", "groups"]]
-    assert requested() == {("agreement", "v1"), ("agreement", "v2"), ("gradings", "v1"), ("gradings", "v2"),
-                           ("drift", ""), ("concordance", "")}
+    assert requested() == {("correctness", "v1"), ("correctness", "v2"), ("agreement", "v1"), ("agreement", "v2"),
+                           ("gradings", "v1"), ("gradings", "v2"), ("drift", ""), ("concordance", "")}
     assert read()[1] == {"verdicts": False, "agreement": False, "gradings": False}  # queued once, not again
     figures_refresh()  # the worker's task
     assert requested() == set()
@@ -239,23 +241,26 @@ def test_the_page_shows_stored_figures_updating_until_the_worker_recomputes_them
     before = tau(html, "v2")
     assert before == f"{summarise([(h, REVERSED) for h in HUMAN]).kendall_tau.value:.4f}"
 
-    audit_set = make_set(auditor, batch, size=2)  # a verdict: its rates computed in the request
+    audit_set = make_set(auditor, batch, size=2)  # a verdict: its rates computed in the request, the correctness
     verdict_save(item=audit_set.items.first(), auditor=auditor, verdict="wrong", categories=[], notes="")
-    html, computing = read()
-    assert computing == {"verdicts": True, "agreement": False, "gradings": False} and requested() == set()
-    assert 'id="figures-updating"' not in html
+    html, computing = read()  # queued: a verdict may carry a corrected ranking
+    assert computing == {"verdicts": True, "agreement": False, "gradings": False}
+    assert requested() == {("correctness", "v1"), ("correctness", "v2")} and 'id="figures-updating"' in html
+    figures_refresh()
 
     with django_capture_on_commit_callbacks(execute=True):
         save(groups[4], annotator, GRADER_TIERS)  # a fifth human ranking: the write queues the agreements
-    assert requested() == {("agreement", "v1"), ("agreement", "v2"), ("concordance", "")}
+    assert requested() == {("correctness", "v1"), ("correctness", "v2"), ("agreement", "v1"), ("agreement", "v2"),
+                           ("concordance", "")}
     html, computing = read()  # the stored figures, marked as updating
     assert computing == {"verdicts": False, "agreement": False, "gradings": False}
     stored_at = AuditFigures.objects.get(kind="agreement", version="v2").computed_at
     assert f"figures as of {timezone.localtime(stored_at):%Y-%m-%d %H:%M:%S}" in html and tau(html, "v2") == before
+    graded_at = AuditFigures.objects.get(kind="gradings", version="v2").computed_at
     with CaptureQueriesContext(connection) as ctx:
         figures_refresh()
     assert "ROW_NUMBER" in " ".join(q["sql"] for q in ctx.captured_queries)  # the agreement
-    assert "webapp_trajectory\".\"trajectory_id" not in " ".join(q["sql"] for q in ctx.captured_queries)
+    assert AuditFigures.objects.get(kind="gradings", version="v2").computed_at == graded_at  # not computed again
     html, _ = read()
     humans = [*HUMAN, GRADER_TIERS]
     assert 'id="figures-updating"' not in html
@@ -264,7 +269,7 @@ def test_the_page_shows_stored_figures_updating_until_the_worker_recomputes_them
     graded(groups[0], GRADER_TIERS, "v2")  # v2 again on one group: its figures and the drift, not v1's
     html, _ = read()
     assert 'id="figures-updating"' in html
-    assert requested() == {("agreement", "v2"), ("gradings", "v2"), ("drift", "")}
+    assert requested() == {("correctness", "v2"), ("agreement", "v2"), ("gradings", "v2"), ("drift", "")}
     figures_refresh()
     with CaptureQueriesContext(connection) as ctx:
         assert figures.ranking_figures(batch, ["v1", "v2"])["v2"].graded == 6
@@ -275,10 +280,12 @@ def test_a_stored_part_reads_back_as_the_figures_computed(data):
     batch, _ = data
     versions = figures.grader_versions(batch)
     computed = (figures.ranking_figures(batch, ["v1", "v2"]), figures.verdict_figures(batch, ["v1", "v2"]),
-                figures.gold_drift(batch, versions), figures.annotator_concordance(batch))
-    assert AuditFigures.objects.filter(payload=None).count() == 0 and AuditFigures.objects.count() == 8
+                figures.correctness_figures(batch, ["v1", "v2"]), figures.gold_drift(batch, versions),
+                figures.annotator_concordance(batch))
+    assert AuditFigures.objects.filter(payload=None).count() == 0 and AuditFigures.objects.count() == 10
     assert (figures.ranking_figures(batch, ["v1", "v2"]), figures.verdict_figures(batch, ["v1", "v2"]),
-            figures.gold_drift(batch, versions), figures.annotator_concordance(batch)) == computed  # decoded
+            figures.correctness_figures(batch, ["v1", "v2"]), figures.gold_drift(batch, versions),
+            figures.annotator_concordance(batch)) == computed  # decoded
 
 
 def test_the_sweep_sends_again_for_a_part_requested_over_a_minute_ago(data, client, auditor):

@@ -4,8 +4,9 @@ The measure (grading.evaluation.evaluate_correctness) is what people said in the
 passing trajectories a person marked not truly passing when they ranked a group (lucky
 passes, reward hacks), and auditors' corrected rankings. A group counts as reviewed once it
 has a human ranking in its final chain or an auditor's correction; its passing trajectories
-that nobody marked are taken as correct. The proxy table (similarity to each task's reference
-fix) follows, labelled a diagnostic: it is not a target.
+that nobody marked are taken as correct (webapp.audit.correctness.labelled_groups, which the
+audit dashboard measures stored gradings against too). The proxy table (similarity to each
+task's reference fix) follows, labelled a diagnostic: it is not a target.
 
 The grader ranks the batch's groups in-process now, so the figures are those of the grader
 as it is installed, never of stored gradings made by an older version or of a partly
@@ -17,7 +18,6 @@ from django.core.management.base import BaseCommand, CommandError
 
 from grading.cases import GraderError
 from grading.evaluation import (
-    LabelledGroup,
     ReferenceGroup,
     evaluate,
     evaluate_correctness,
@@ -25,9 +25,9 @@ from grading.evaluation import (
     format_table,
 )
 from grading.profiles import ProfileError, build_grader, load_profiles
+from webapp.audit.correctness import labelled_groups
 from webapp.cases import group_cases
-from webapp.models import Annotation, AuditVerdict, Batch, Group
-from webapp.rankings import chain_heads
+from webapp.models import Batch, Group
 
 
 class Command(BaseCommand):
@@ -49,7 +49,7 @@ class Command(BaseCommand):
         except KeyError:
             raise CommandError(f"grader: no profile named {options['grader']!r} "
                                f"(known: {', '.join(sorted(load_profiles()))})") from None
-        labelled = labelled_groups(batch)
+        labelled = list(labelled_groups(batch).values())
         references = reference_groups(batch)
         if not labelled and not references:
             raise CommandError(f"batch {batch.name!r}: no group has a reference_patch or people's verdicts "
@@ -73,38 +73,6 @@ class Command(BaseCommand):
         if references:
             self.stdout.write("Diagnostic, not a target (it cannot tell a lucky pass from a correct fix):")
             self.stdout.write(format_table(evaluate(references, rankers)))
-
-
-def labelled_groups(batch: Batch) -> list[LabelledGroup]:
-    """The groups of `batch` people reviewed, as the grader sees them, with what they said: the
-    passing trajectories marked not passing in the group's final human ranking or in an
-    auditor's correction, and the latest auditor's corrected ranking."""
-    pks = list(Group.objects.filter(batch=batch).values_list("pk", flat=True))
-    marks: dict[int, set[str]] = {}
-    reviewed: set[int] = set()
-    for head in chain_heads(pks):
-        if head.tiers is not None:
-            reviewed.add(head.group_id)
-            marks.setdefault(head.group_id, set()).update(_marked(head.verdicts))
-    corrections = (AuditVerdict.objects.filter(item__group__batch=batch, corrected_version__isnull=False)
-                   .order_by("updated_at", "pk").values_list("item__group_id", "corrected_version"))
-    rankings: dict[int, tuple] = {}
-    for group_pk, version in corrections:
-        row = Annotation.objects.filter(group_id=group_pk, version=version).values_list("tiers", "verdicts").first()
-        if row is None or row[0] is None:
-            continue
-        tiers, verdicts = row
-        reviewed.add(group_pk)
-        marks.setdefault(group_pk, set()).update(_marked(verdicts))
-        rankings[group_pk] = tuple(tuple(tier) for tier in tiers)
-    views = group_cases(reviewed)
-    return [LabelledGroup(views[pk], reviewed=True, incorrect=frozenset(marks.get(pk, ())), ranking=rankings.get(pk))
-            for pk in sorted(reviewed, key=lambda pk: views[pk].group_id)]
-
-
-def _marked(verdicts) -> set[str]:
-    """The trajectories a ranking's test verdicts mark not passing."""
-    return {tid for tid, verdict in (verdicts or {}).items() if not verdict.get("passed", True)}
 
 
 def reference_groups(batch: Batch) -> list[ReferenceGroup]:
