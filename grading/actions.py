@@ -19,6 +19,10 @@ WORD = r"[!#-\[\]-~]"
 PATTERN_CHARS = 80
 PATH_CHARS = 200
 MAX_TURN_INDEX = 99999
+MAX_LINE = 999999
+TESTS_PER_RUN = 8
+TEST_CHARS = 160
+COMMAND_CHARS = 300
 ENUMERATE_RANKINGS = 4
 
 
@@ -80,8 +84,20 @@ def submission_schema(workspace: Workspace, rationale_chars: int) -> dict:
     )
 
 
+def code_tool_schemas(labels: dict) -> list[dict]:
+    """view_file, run_tests and run over `labels` (an enum)."""
+    line = {"type": "integer", "minimum": 0, "maximum": MAX_LINE}
+    return [
+        _object(tool={"const": "view_file"}, label=labels, path=_text(0, PATH_CHARS), start=line, end=line),
+        _object(tool={"const": "run_tests"}, label=labels, tests={
+            "type": "array", "minItems": 1, "maxItems": TESTS_PER_RUN, "items": _text(1, TEST_CHARS)}),
+        _object(tool={"const": "run"}, label=labels, command=_text(1, COMMAND_CHARS)),
+    ]
+
+
 def action_schema(workspace: Workspace, rationale_chars: int, *, submit: bool = True) -> dict:
-    """One JSON action: a tool call, or (when `submit`) the submission."""
+    """One JSON action: a tool call (the code tools where the workspace offers them), or (when
+    `submit`) the submission."""
     labels = {"enum": list(workspace.labels)}
     turn = {"type": "integer", "minimum": 0, "maximum": MAX_TURN_INDEX}
     return {"anyOf": [
@@ -93,6 +109,7 @@ def action_schema(workspace: Workspace, rationale_chars: int, *, submit: bool = 
         _object(tool={"const": "compare"}, a=labels, b=labels),
         _object(tool={"const": "view_tests"}, label=labels),
         *(_object(tool={"const": name}) for name in EVIDENCE_TOOLS),
+        *(code_tool_schemas(labels) if workspace.code_offered else []),
         *([submission_schema(workspace, rationale_chars)] if submit else []),
     ]}
 
@@ -111,5 +128,12 @@ def action_char_bound(workspace: Workspace, rationale_chars: int, *, submit_only
             {"tool": "search", "pattern": "x" * PATTERN_CHARS, "labels": list(labels)},
             {"tool": "view_transcript", "label": labels[-1], "start": MAX_TURN_INDEX,
              "end": MAX_TURN_INDEX},
+        ]
+    if not submit_only and workspace.code_offered:
+        candidates += [
+            {"tool": "view_file", "label": labels[-1], "path": "x" * PATH_CHARS, "start": MAX_LINE,
+             "end": MAX_LINE},
+            {"tool": "run_tests", "label": labels[-1], "tests": ["x" * TEST_CHARS] * TESTS_PER_RUN},
+            {"tool": "run", "label": labels[-1], "command": "x" * COMMAND_CHARS},
         ]
     return max(len(json.dumps(c, separators=(", ", ": "))) for c in candidates)

@@ -4,7 +4,8 @@ A grader is given a GroupCase (plain data, no database): the task's statement an
 every trajectory of the group with its patch, test verdict and, when the grader
 reads them, its transcript and test evidence; and the group's execution evidence, the
 candidate x test matrix of its candidates' code run in the sandbox (grading/execution),
-or why there is none. It answers a Grade (the passing
+or why there is none; for a grader that reads it, the worker adds the candidates' code to
+read and run (grading/workspace_code.py). It answers a Grade (the passing
 trajectory ids best first in tiers, a tier holding tied ids) or raises a
 GraderError. Graders, backends, the workspace and the app all import these from
 here, and this module imports nothing of theirs.
@@ -20,6 +21,7 @@ from grading.rankings import ranks_from_tiers
 
 if TYPE_CHECKING:  # the ground floor imports nothing above it at run time
     from grading.execution.matrix import Matrix
+    from grading.workspace_code import CodeAccess
 
 
 class GraderError(Exception):
@@ -53,6 +55,9 @@ class GroupCase:
     repo: str = ""
     execution: Matrix | None = None  # the execution evidence, keyed by trajectory id
     no_execution: str = ""  # why there is none, when `execution` is None
+    # The candidates' code, given to a grader that `uses_code` for a group with execution evidence.
+    code: CodeAccess | None = field(default=None, compare=False, repr=False)
+    no_code: str = ""  # why there is none, when the group has execution evidence and `code` is None
 
     @property
     def passing(self) -> tuple[TrajectoryCase, ...]:

@@ -8,7 +8,9 @@ cap, and says so explicitly when it cut something. `render_prompt` and
 conversations come from the same code. The `evidence_*` tools show the heuristic
 grader's own figures (grading/evidence.py), so a model starts from what it knows;
 `evidence_execution` shows the group's execution evidence (grading/execution), each
-candidate's code run against the reward's, the codebase's and its peers' tests.
+candidate's code run against the reward's, the codebase's and its peers' tests. For a group
+with that evidence the code tools, `view_file`, `run_tests` and `run`, read and run each
+candidate's code (grading/workspace_code.py); the grader hands their `CodeTools` in.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from grading import evidence
 from grading.cases import GroupCase, TrajectoryCase
@@ -26,10 +29,14 @@ from grading.execution.verdicts import breaks_tests, flaky
 from grading.interdiff import interdiff
 from grading.rankings import FLAGS, InvalidRanking, validate_ranking
 
-PROMPT_VERSION = "3"
+if TYPE_CHECKING:  # the code tools import this module: they are handed in, not imported
+    from grading.workspace_code import CodeTools
+
+PROMPT_VERSION = "4"
 EVIDENCE_TOOLS = ("evidence_consensus", "evidence_integrity", "evidence_minimality", "evidence_execution")
+CODE_TOOLS = ("view_file", "run_tests", "run")
 TOOLS = ("list_trajectories", "view_patch", "view_transcript", "search", "compare", "view_tests",
-         *EVIDENCE_TOOLS)
+         *EVIDENCE_TOOLS, *CODE_TOOLS)
 SUBMIT = "submit_ranking"
 DEFAULT_MAX_TURNS = 12
 
@@ -64,6 +71,15 @@ others share; test edits, stray files, debug output; size against the leanest.
 - {{"tool": "evidence_execution"}}: each candidate's code run in a sandbox against the reward's \
 tests, the codebase's existing tests and the tests other candidates wrote: which it fails that \
 the others pass, and which reward verdicts do not reproduce.
+- {{"tool": "view_file", "label": "A", "path": "pkg/mod.py", "start": 1, "end": 80}}: lines \
+start..end of a file of A's code (the codebase with A's patch applied); a folder, or "", lists \
+its entries.
+- {{"tool": "run_tests", "label": "A", "tests": ["tests/test_mod.py::test_f"]}}: those tests \
+(ids or files) run on A's code in a sandbox: each one's result and the end of the output.
+- {{"tool": "run", "label": "A", "command": "python -c 'import pkg'"}}: a shell command run on \
+A's code in the sandbox, without network. Every run starts from A's code as its patch left it.
+The first turn says whether the code tools work for the group, and how many runs and seconds \
+they have in all.
 - {{"tool": "submit_ranking", "ranking": [["A"], ["B", "C"]], "rationales": {{"A": "..."}}, \
 "flags": {{"A": []}}}}: the final answer, best first; a tier holds tied labels. Every passing \
 label appears exactly once, with a rationale that cites evidence (file:line of a patch, or a \
@@ -77,7 +93,9 @@ you must submit at once.
 
 @dataclass(frozen=True)
 class Caps:
-    """Upper bounds, in characters or items, on what one tool call returns."""
+    """Upper bounds, in characters or items, on what one tool call returns; and the code
+    budget of one conversation: `code_runs` runs of run_tests and run together, and
+    `code_seconds` of their time in the sandbox."""
 
     output_chars: int = 6000
     statement_chars: int = 4000
@@ -87,6 +105,9 @@ class Caps:
     hit_chars: int = 200
     test_names: int = 20
     log_chars: int = 1500
+    file_lines: int = 200
+    code_runs: int = 5
+    code_seconds: float = 60.0
 
 
 class ToolError(ValueError):
@@ -109,12 +130,17 @@ def cap(text: str, limit: int, hint: str) -> str:
 
 
 class Workspace:
-    """One group under one seeded labelling, with the tools the grader agent calls."""
+    """One group under one seeded labelling, with the tools the grader agent calls. The code
+    tools are offered for a group with execution evidence, whose code the worker can give;
+    `code` runs them (None: they answer why not)."""
 
-    def __init__(self, group: GroupCase, seed: int, caps: Caps | None = None):
+    def __init__(self, group: GroupCase, seed: int, caps: Caps | None = None,
+                 code: CodeTools | None = None):
         self.group = group
         self.seed = seed
         self.caps = caps or Caps()
+        self.code = code
+        self.code_offered = group.execution is not None
         order = list(range(len(group.trajectories)))
         random.Random(seed).shuffle(order)
         labels = make_labels(len(order))
@@ -151,6 +177,8 @@ class Workspace:
         try:
             if tool not in TOOLS:
                 raise ToolError(f"unknown tool {tool!r}; tools: {', '.join(TOOLS + (SUBMIT,))}")
+            if tool in CODE_TOOLS:
+                return self._code_tool(tool, **args)
             return getattr(self, tool)(**args)
         except TypeError as error:
             return f"error: bad arguments for {tool}: {error}"
@@ -296,6 +324,29 @@ class Workspace:
         return cap(execution_text(self.group, self.label_of), self.caps.output_chars,
                    "view_patch shows a candidate's change")
 
+    def _code_tool(self, tool: str, label: str, **args) -> str:
+        trajectory = self.trajectory(label)
+        unavailable = self.no_code()
+        if unavailable:
+            raise ToolError(f"{tool} is unavailable for this group: {unavailable}")
+        return getattr(self.code, tool)(label, trajectory, **args)
+
+    def no_code(self) -> str:
+        """Why the code tools do not work here; "" when they do."""
+        if not self.code_offered:
+            return self.group.no_execution or "no execution evidence was gathered"
+        if self.code is None:
+            return self.group.no_code or "this workspace was built without the group's code"
+        return ""
+
+    def code_note(self) -> str:
+        """What the first turn says of the code tools: the same for every workspace of the group
+        (the SFT export's too), so it follows the evidence, not whether the code came."""
+        if not self.code_offered:
+            return f"Code: view_file, run_tests and run are unavailable for this group: {self.no_code()}."
+        return (f"Code: view_file, run_tests and run work on each candidate's code; they may run code "
+                f"{self.caps.code_runs} time(s), {self.caps.code_seconds:g} s in all.")
+
     # --- submission --------------------------------------------------------------------
 
     def submission(self, action: Mapping) -> tuple[tuple[tuple[str, ...], ...], dict, dict]:
@@ -331,7 +382,7 @@ class Workspace:
                         "the rest of the statement is not shown")
         repo = f"Repository: {self.group.repo}\n" if self.group.repo else ""
         prior = f"{prior}\n\n" if prior else ""
-        user = (f"{repo}Task:\n{statement}\n\n{self.list_trajectories()}\n\n{prior}"
+        user = (f"{repo}Task:\n{statement}\n\n{self.list_trajectories()}\n\n{self.code_note()}\n\n{prior}"
                 f"You have {max_turns} turns, the submission included. Reply with one action.")
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 

@@ -9,7 +9,6 @@ keys as `done`, this picks up where it stopped.
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable, Set
 from pathlib import Path
@@ -26,6 +25,7 @@ from grading.sandbox import (
     Sandbox,
     SandboxConfigError,
     prepare_workdir,
+    remove_tree,
 )
 from grading.sandbox import limits as sandbox_status
 
@@ -87,7 +87,7 @@ def _check_image(sandbox: Sandbox, environment: Environment) -> None:
 def _run_one(run: PlannedRun, codebase: Path, sandbox: Sandbox, workdir: Path,
              environment: Environment, deadline: float) -> RunOutcome:
     if workdir.exists():
-        shutil.rmtree(workdir)  # left by a worker killed during this run
+        remove_tree(workdir)  # left by a worker killed during this run
     try:
         prepare_workdir(codebase, run.patch, into=workdir)
     except PatchRefused as refused:
@@ -104,7 +104,7 @@ def _run_one(run: PlannedRun, codebase: Path, sandbox: Sandbox, workdir: Path,
             setup_seconds = setup.duration
         result = _sandboxed(sandbox, workdir, environment.test_script(run.tests), environment, deadline)
     finally:
-        shutil.rmtree(workdir)
+        remove_tree(workdir)
     status = _STATUS[result.status]
     if environment.report == PYTEST:
         tests = parse_pytest_summary(result.output)

@@ -32,6 +32,7 @@ from grading.cases import Grade, GraderError, GroupCase
 from grading.graders.base import Grader
 from grading.rankings import InvalidRanking
 from grading.workspace import DEFAULT_MAX_TURNS, SUBMIT, SYSTEM_PROMPT, Caps, Workspace
+from grading.workspace_code import CodeTools
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class _Run:
 
 class AgenticGrader(Grader):
     name = "agentic"
+    uses_code = True
 
     def __init__(self, backend: Backend | str, *, backend_options: Mapping | None = None,
                  sampling: Sampling | Mapping | None = None,
@@ -141,7 +143,9 @@ class AgenticGrader(Grader):
 
     def _start(self, gi: int, group: GroupCase, index: int) -> _Run:
         seed = run_seed(self.seed, group.group_id, index)
-        workspace = Workspace(group, seed, self.caps)
+        # Each run's code tools keep their own budget: k runs of a group stay independent.
+        code = CodeTools(group.code, self.caps) if group.code is not None else None
+        workspace = Workspace(group, seed, self.caps, code=code)
         messages = workspace.initial_messages(max_turns=self.budget.max_turns,
                                               prior=self._prior(workspace))
         run = _Run(gi, index, seed, workspace, messages, [])

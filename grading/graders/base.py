@@ -29,6 +29,9 @@ class Grader:
     False may get None there: the worker then does not load them from the database."""
     uses_tests: bool = True
     """Whether `rank` reads test evidence (TrajectoryCase.tests); False as above."""
+    uses_code: bool = False
+    """Whether `rank` reads and runs the candidates' code (GroupCase.code): only then does the
+    worker make it, for the groups with execution evidence."""
 
     def rank(self, group: GroupCase) -> Grade:
         raise NotImplementedError

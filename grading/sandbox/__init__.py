@@ -12,10 +12,10 @@ from grading.sandbox.command import CommandSandbox
 from grading.sandbox.config import BACKENDS, Sandbox, SandboxConfig, check_backend, make_sandbox
 from grading.sandbox.errors import PatchRefused, SandboxConfigError
 from grading.sandbox.limits import STATUSES, Limits, RunResult
-from grading.sandbox.workdir import prepare_workdir
+from grading.sandbox.workdir import prepare_workdir, remove_tree
 
 __all__ = [
     "BACKENDS", "STATUSES", "BwrapSandbox", "CommandSandbox", "Limits", "PatchRefused",
     "RunResult", "Sandbox", "SandboxConfig", "SandboxConfigError", "check_backend",
-    "make_sandbox", "prepare_workdir",
+    "make_sandbox", "prepare_workdir", "remove_tree",
 ]

@@ -33,9 +33,29 @@ def prepare_workdir(codebase: Path, patch: str, *, into: Path) -> Path:
         if patch.strip():
             _git_apply(into, patch)
     except PatchRefused:
-        shutil.rmtree(into)
+        remove_tree(into)
         raise
     return into
+
+
+def remove_tree(folder: Path) -> None:
+    """Remove a folder that a candidate's code ran in. Its code may have taken away the write
+    or search permission of folders in it (one `chmod 000`), which stops a plain removal by
+    any user but root: those are given back first."""
+    try:
+        shutil.rmtree(folder)
+    except PermissionError:
+        _give_back_permissions(folder)
+        shutil.rmtree(folder)
+
+
+def _give_back_permissions(folder: Path) -> None:
+    stack = [folder]  # a loop, not recursion: a candidate's tree may nest deeper than Python's stack
+    while stack:
+        current = stack.pop()
+        os.chmod(current, 0o700)
+        with os.scandir(current) as entries:
+            stack.extend(entry.path for entry in entries if entry.is_dir(follow_symlinks=False))
 
 
 def _refuse_symlink_out(tree: Path, path: str) -> None:

@@ -220,7 +220,7 @@ def test_a_failing_group_leaves_the_others_graded(tiny_backend, tmp_path):
 
 def test_the_models_context_forces_the_submission_before_it_overflows(tiny_backend, tmp_path):
     """`tiny_backend` for the guard its siblings have: it needs the llm extra (make install-llm)."""
-    model = build_tiny_model(tmp_path / "short", max_positions=2600)
+    model = build_tiny_model(tmp_path / "short", max_positions=3000)
     short = load_backend("transformers", model=str(model), threads=1)
     budget = Budget(max_turns=12, min_turns=11, rationale_chars=16)  # only tokens can force
     lines = "".join(f"+    total_{i} = compute(part_{i}, rounding)\n" for i in range(80))

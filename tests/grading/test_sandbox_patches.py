@@ -1,7 +1,11 @@
 """A candidate's patch on a private copy: applied as `git apply` would, or refused with the
 file and the rule, before anything runs."""
 
+import os
 import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +143,34 @@ def test_names_with_spaces_tabs_and_quotes_are_read_as_git_writes_them():
     patch = (new_file("sp ace.txt").replace("+++ b/sp ace.txt", "+++ b/sp ace.txt\t")
              + 'diff --git "a/q\\tt" "b/q\\tt"\nnew file mode 100644\n')
     assert patch_paths(patch) == ["sp ace.txt", "q\tt"]
+
+
+REMOVE_LOCKED_TREE = """
+import os, sys
+from pathlib import Path
+from grading.sandbox import remove_tree
+tree = Path(sys.argv[1]) / "tree"
+(tree / "locked" / "deeper").mkdir(parents=True)
+(tree / "locked" / "deeper" / "file.py").write_text("x = 1")
+(tree / "read_only").mkdir()
+(tree / "read_only" / "kept.txt").write_text("")
+os.chmod(tree / "locked" / "deeper", 0o000)
+os.chmod(tree / "locked", 0o500)
+os.chmod(tree / "read_only", 0o555)
+remove_tree(tree)
+print("removed" if not tree.exists() else "still there")
+"""
+
+
+def test_a_tree_whose_code_took_away_its_folders_permissions_is_still_removed():
+    # As a candidate's `chmod 000` leaves it, removed by a user that is not root (root ignores
+    # permissions): a worker's own user, here nobody when the tests run as root.
+    scratch = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    scratch.chmod(0o777)
+    as_user = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.getuid() == 0 else []
+    try:
+        done = subprocess.run([*as_user, sys.executable, "-c", REMOVE_LOCKED_TREE, str(scratch)],
+                              capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2])
+        assert (done.returncode, done.stdout.strip()) == (0, "removed"), done.stderr
+    finally:
+        subprocess.run(["rm", "-rf", str(scratch)], check=True)

@@ -109,7 +109,8 @@ def test_a_grader_is_handed_each_group_as_it_was_imported(tmp_path, filesystem_b
          "tests": {"passed": ["test_f"], "log": "ok"}, "messages": [{"role": "user", "content": "fix f"}]},
         {**bare, "trajectory_id": "t2", "passed": False, "reward": 0.0},
         {**bare, "trajectory_id": "t3", "passed": True, "reward": 1.0},
-    ], "execution": None, "no_execution": "no codebase store is configured (GAGAR_CODEBASES)"}
+    ], "execution": None, "no_execution": "no codebase store is configured (GAGAR_CODEBASES)", "code": None,
+        "no_code": ""}
 
 
 def postgresql_only():

@@ -19,7 +19,9 @@ skipped; a task that cannot be run here ends `none`, with the reason the group p
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -30,12 +32,14 @@ from django.utils import timezone
 
 from grading.execution import (
     Candidate,
+    Codebase,
     CodebaseStore,
     GroupBudget,
     Matrix,
     NoCodebase,
     PatchSplitError,
     RunOutcome,
+    TaskExecution,
     breaks_tests,
     flaky,
     plan_runs,
@@ -43,7 +47,7 @@ from grading.execution import (
     task_execution,
 )
 from grading.execution.environment import Environment
-from grading.sandbox import Sandbox, SandboxConfig, SandboxConfigError, check_backend, make_sandbox
+from grading.sandbox import Sandbox, SandboxConfig, SandboxConfigError, check_backend, make_sandbox, remove_tree
 from grading.sandbox.bwrap import SYSTEM_PATHS
 from webapp import work
 from webapp.bulk import insert_rows
@@ -103,8 +107,25 @@ def evidence_launch(*, group_pks: Sequence[int]) -> work.Sending:
 
 
 def evidence_sweep(*, resend_after: float | None = None) -> work.Sweep:
-    """The sweep of evidence passes (webapp/work.py's `sweep`)."""
+    """The sweep of evidence passes (webapp/work.py's `sweep`), and of the work root's leftovers."""
+    _leftovers_remove()
     return work.sweep(EVIDENCE, resend_after=resend_after)
+
+
+def _leftovers_remove() -> None:
+    """Remove what workers killed mid-run left in the work root: a pass's run folder, a
+    grader's candidates' trees. A folder in use was made by its task, within the task's hard
+    time limit, so one made before both kinds' limits is nobody's. Made: its ctime, which
+    `cp -a` (keeping the codebase's mtime) and a candidate's code cannot set back."""
+    oldest = time.time() - max(work.setting("evidence", "TIME_LIMIT"), work.setting("grading", "TIME_LIMIT"))
+    for entry in workroot().iterdir():
+        if entry.lstat().st_ctime >= oldest:
+            continue
+        log.warning("evidence: removing %s, left by a worker that stopped mid-run", entry)
+        if entry.is_dir() and not entry.is_symlink():
+            remove_tree(entry)
+        else:
+            entry.unlink()
 
 
 # --- in a worker ----------------------------------------------------------------------------
@@ -156,21 +177,53 @@ def evidence_process(*, group_id: int) -> str:
     return fields["status"] if written else ""
 
 
-def _gather(group_id: int, mine) -> dict:
-    """The evidence of one group: the fields its row gets. Raises NoCodebase when there is none."""
+@dataclass(frozen=True)
+class GroupCode:
+    """What running a group's candidates takes: its codebase, what its task says about running
+    it, and the sandbox to run it in."""
+
+    codebase: Codebase
+    execution: TaskExecution
+    sandbox: Sandbox
+
+
+def group_code(group_id: int, *, trajectory_tests: Iterable[Mapping | None] = ()) -> GroupCode:
+    """The code of group `group_id` and how to run it, for its evidence pass and for a grader that
+    runs its candidates' code (webapp/grading/worker.py); `trajectory_tests` (the trajectories'
+    `tests`) name the reward's tests when the task does not. Raises NoCodebase, with the reason,
+    when it cannot be had here."""
     if not evidence_enabled():
         raise NoCodebase("no codebase store is configured (GAGAR_CODEBASES)")
     group = Group.objects.values("repo", "base_commit", "task_extra").get(pk=group_id)
-    rows = list(Trajectory.objects.filter(group_id=group_id).order_by("trajectory_id")
-                .values_list("trajectory_id", "patch", "passed", "tests"))
     task = group["task_extra"] or {}
-    data = Path(settings.DATA_DIR) / "evidence"
-    store = CodebaseStore(Path(settings.GAGAR_CODEBASES), data / "codebases")
+    store = CodebaseStore(Path(settings.GAGAR_CODEBASES), _data() / "codebases")
     codebase = store.checkout(repo=group["repo"], base_commit=group["base_commit"],
                               snapshot=task.get("snapshot") or "")
     execution = task_execution(task, store_environment=store.environment(group["repo"]),
-                               trajectory_tests=[tests for *_, tests in rows])
-    sandbox = _sandbox(execution.environment)
+                               trajectory_tests=trajectory_tests)
+    return GroupCode(codebase, execution, _sandbox(execution.environment))
+
+
+def workroot() -> Path:
+    """Where candidates' code is copied to run (the evidence pass's runs, a grader's code tools):
+    a folder the sandbox's user enters."""
+    folder = _data() / "runs"
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o755)
+    return folder
+
+
+def _data() -> Path:
+    """The evidence's folder in the data folder: the codebases' cache and the runs."""
+    return Path(settings.DATA_DIR) / "evidence"
+
+
+def _gather(group_id: int, mine) -> dict:
+    """The evidence of one group: the fields its row gets. Raises NoCodebase when there is none."""
+    rows = list(Trajectory.objects.filter(group_id=group_id).order_by("trajectory_id")
+                .values_list("trajectory_id", "patch", "passed", "tests"))
+    code = group_code(group_id, trajectory_tests=[tests for *_, tests in rows])
+    codebase, execution, sandbox = code.codebase, code.execution, code.sandbox
     budget = GroupBudget(existing_test_files=int(work.setting("evidence", "EXISTING_FILES")),
                          runs=int(work.setting("evidence", "RUNS")),
                          seconds=float(work.setting("evidence", "SECONDS")))
@@ -190,10 +243,7 @@ def _gather(group_id: int, mine) -> dict:
         outcomes[run.key] = outcome
 
     spent = GroupEvidence.objects.values_list("spent_s", flat=True).get(pk=group_id)
-    workroot = data / "runs"
-    workroot.mkdir(parents=True, exist_ok=True)
-    workroot.chmod(0o755)  # the sandbox's user enters it
-    skipped = run_planned(plan, codebase=codebase.path, sandbox=sandbox, workroot=workroot,
+    skipped = run_planned(plan, codebase=codebase.path, sandbox=sandbox, workroot=workroot(),
                           environment=execution.environment, on_result=keep,
                           seconds=max(budget.seconds - spent, 0.0), done=set(outcomes))
     matrix = Matrix.build(plan, outcomes, tuple(skipped))

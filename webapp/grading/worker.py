@@ -12,7 +12,11 @@ A transient GraderError puts the grading back in the queue with a backoff until
 its attempts run out, unless its run was cancelled meanwhile (then it is
 cancelled); a permanent one fails it with its message. Whatever else breaks while
 a run's groups are loaded, graded or written (a MemoryError included) fails that
-run's gradings with the reason, and the chunk's other runs go on.
+run's gradings with the reason, and the chunk's other runs go on. A grader that runs the
+candidates' code (`uses_code`) is given it for each group whose execution evidence was gathered:
+the same codebase, environment and sandbox as that pass (webapp/evidence), each candidate's
+tree made in a scratch folder of the evidence's work root and removed once the run's groups
+are graded; its runs end by half the task's soft time limit.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ import functools
 import json
 import logging
 import random
+import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -31,11 +37,15 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from grading.cases import Grade, GraderError, GroupCase
+from grading.execution import NoCodebase
 from grading.graders.base import Grader
 from grading.profiles import Profile, build_grader
 from grading.rankings import InvalidRanking, validate_ranking
+from grading.sandbox import SandboxConfigError
+from grading.workspace_code import CodeAccess
 from webapp import work
 from webapp.cases import cases_from_rows
+from webapp.evidence.services import group_code, workroot
 from webapp.grading import sql
 from webapp.grading.services import GRADINGS
 from webapp.models import Grading, GradingRun, GradingTranscript, GroupEvidence
@@ -48,6 +58,7 @@ QUEUED, RUNNING, DONE, FAILED, CANCELLED = (Grading.Status.QUEUED, Grading.Statu
 RETRY_BACKOFF_S = 5
 RETRY_BACKOFF_MAX_S = 300
 ERROR_CHARS = 4000
+CODE_SHARE_OF_TASK = 0.5
 
 
 @dataclass
@@ -85,6 +96,10 @@ def gradings_process(*, grading_ids: Sequence[int]) -> Processed:
     """Claim the queued ones among `grading_ids`, grade them, write the results."""
     token = work.new_token()
     result = Processed()
+    # Candidates' code runs stop at half the task's soft time limit: the models' own turns and
+    # the writes have the rest, and a chunk of groups whose graders spend every code budget
+    # ends with their grades, not at the limit with none.
+    code_deadline = time.monotonic() + CODE_SHARE_OF_TASK * work.setting("grading", "SOFT_TIME_LIMIT")
     by_run: dict[int, list[_Claim]] = defaultdict(list)
     for claim in _claim(grading_ids, token):
         by_run[claim.run.pk].append(claim)
@@ -95,7 +110,7 @@ def gradings_process(*, grading_ids: Sequence[int]) -> Processed:
                        f"lease-{token[:8]}"):
         for claims in by_run.values():
             try:
-                _process_run(claims, token, result)
+                _process_run(claims, token, result, code_deadline)
             except (OperationalError, InterfaceError, SoftTimeLimitExceeded):
                 raise  # weather, or the task's time: the lease runs out and the sweep queues them again
             except Exception as error:  # MemoryError included: loading or writing this run's groups broke
@@ -137,7 +152,7 @@ def _not_waiting(grading_ids: Sequence[int], now: datetime) -> list[int]:
     return [pk for pk in grading_ids if pk not in held]
 
 
-def _process_run(claims: list[_Claim], token: str, result: Processed) -> None:
+def _process_run(claims: list[_Claim], token: str, result: Processed, code_deadline: float) -> None:
     run = claims[0].run
     try:
         grader = _grader(run.grader, json.dumps(run.config, sort_keys=True))
@@ -147,11 +162,34 @@ def _process_run(claims: list[_Claim], token: str, result: Processed) -> None:
         _write(claims, [None] * len(claims), [error] * len(claims), token, result)
         return
     cases = _cases(claims, token, messages=grader.uses_messages, tests=grader.uses_tests)
-    try:
-        outcomes = _rank(grader, cases)
-    except SoftTimeLimitExceeded:
-        outcomes = [GraderError("the task ran past its soft time limit", permanent=False)] * len(claims)
-    _write(claims, cases, outcomes, token, result)
+    with ExitStack() as code_trees:  # the candidates' trees go once the results are written
+        if grader.uses_code:
+            cases = _with_code(claims, cases, code_trees, code_deadline)
+        try:
+            outcomes = _rank(grader, cases)
+        except SoftTimeLimitExceeded:
+            outcomes = [GraderError("the task ran past its soft time limit", permanent=False)] * len(claims)
+        _write(claims, cases, outcomes, token, result)
+
+
+def _with_code(claims: list[_Claim], cases: list[GroupCase], code_trees: ExitStack,
+               deadline: float) -> list[GroupCase]:
+    """`cases` with their candidates' code where the group's execution evidence was gathered;
+    `code_trees` removes the candidates' trees when it closes. A group whose code cannot be had
+    now (the store changed since its pass) is graded without, its code tools saying why."""
+    given = []
+    for claim, case in zip(claims, cases, strict=True):
+        if case.execution is None:
+            given.append(case)
+            continue
+        try:
+            code = group_code(claim.group_pk)
+        except (NoCodebase, SandboxConfigError) as error:
+            given.append(replace(case, no_code=f"its code cannot be had now: {error}"))
+            continue
+        access = CodeAccess(code.codebase.path, code.execution.environment, code.sandbox, workroot(), deadline)
+        given.append(replace(case, code=code_trees.enter_context(access)))
+    return given
 
 
 def _rank(grader: Grader, cases: list[GroupCase]) -> list[Grade | GraderError]:

@@ -1,6 +1,7 @@
 """The evidence pass called in this process, as a worker calls it: launched with a grading,
 run in the real sandbox (bwrap), stored per group and per run, and read by the heuristic."""
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -11,7 +12,7 @@ from django.utils import timezone
 from tests import evidencedata
 from tests.factories import write_jsonl
 from webapp.cases import group_cases
-from webapp.evidence.services import evidence_launch, evidence_process
+from webapp.evidence.services import evidence_launch, evidence_process, evidence_sweep, workroot
 from webapp.grading.services import grading_launch, gradings_release
 from webapp.grading.worker import gradings_process
 from webapp.models import Batch, EvidenceRun, Grading, GroupEvidence
@@ -178,3 +179,18 @@ def test_the_batch_page_filters_the_groups_where_a_passing_candidate_breaks_test
     assert "calc-fine" in client.get(url).content.decode()
     page = client.get(url, {"evidence": "breaks"}).content.decode()
     assert "calc-breaks" in page and "calc-fine" not in page
+
+
+def test_the_sweep_removes_what_killed_workers_left_in_the_work_root_and_nothing_in_use(settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    settings.GAGAR_EVIDENCE_TIME_LIMIT = settings.GAGAR_GRADING_TIME_LIMIT = 1
+    root = workroot()
+    left = root / "code-left"  # a grader's trees, a folder the candidate's code locked
+    (left / "trees" / "t1" / "locked").mkdir(parents=True)
+    (left / "trees" / "t1" / "locked").chmod(0o000)
+    (root / "a-run-key").mkdir()  # a pass's run folder
+    time.sleep(1.5)
+    in_use = root / "code-in-use"
+    in_use.mkdir()
+    evidence_sweep()
+    assert sorted(p.name for p in root.iterdir()) == ["code-in-use"]

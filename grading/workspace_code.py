@@ -1,0 +1,256 @@
+"""The workspace's code tools: `view_file`, `run_tests` and `run` on a candidate's code.
+
+`CodeAccess` is what a worker hands a grader for a group whose execution evidence was
+gathered (GroupCase.code): the same codebase, task environment and sandbox as that pass.
+Each candidate's code, the codebase with its patch applied, is made once, on first use,
+in a scratch folder of the worker's work root; leaving the access (a context manager)
+removes it. A run never touches that tree: it gets a fresh copy, so nothing a run changes
+stays, and what `view_file` shows is always the candidate's code as its patch left it.
+
+`CodeTools` are the three tools of one grading conversation, within its caps' code budget
+(`Caps.code_runs` runs, `Caps.code_seconds` seconds of sandbox time, setup included). The
+grader makes one per conversation and hands it to the Workspace, which resolves labels.
+Patches are applied, never run, on the host; everything a candidate's code does runs in
+the sandbox, with the environment's memory limit and no network.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path, PurePosixPath
+
+from grading.cases import TrajectoryCase
+from grading.execution.environment import PYTEST, Environment
+from grading.execution.matrix import PASS
+from grading.execution.reports import parse_pytest_summary
+from grading.sandbox import Limits, PatchRefused, RunResult, Sandbox, prepare_workdir, remove_tree
+from grading.sandbox import limits as sandbox_status
+from grading.workspace import Caps, ToolError, cap
+
+RUN_OUTPUT_BYTES = 1024 * 1024  # a run printing more is killed: the agent sees a tail anyway
+BINARY_SNIFF_BYTES = 8192
+
+
+class CodeAccess:
+    """A group's candidates' code, to read and to run: `codebase` (a plain folder, never
+    written to), the task's `environment`, the `sandbox`, and `workroot`, a folder the
+    sandbox's user may enter, where the scratch folder goes; runs end by `deadline`."""
+
+    def __init__(self, codebase: Path, environment: Environment, sandbox: Sandbox, workroot: Path,
+                 deadline: float = math.inf):
+        self.codebase = codebase
+        self.environment = environment
+        self.sandbox = sandbox
+        self.workroot = workroot
+        self.deadline = deadline  # time.monotonic() past which no run starts: the worker's task has a time limit
+        self._scratch: Path | None = None
+        self._trees: dict[str, Path | PatchRefused] = {}
+        self._copies = 0
+
+    def time_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def __enter__(self) -> CodeAccess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove every candidate's tree and copy."""
+        if self._scratch is not None:
+            remove_tree(self._scratch)
+            self._scratch = None
+
+    def tree(self, candidate: str, patch: str) -> Path:
+        """The codebase with `candidate`'s `patch` applied, made the first time it is asked
+        for. Raises PatchRefused (every time) when the patch does not apply or would write
+        outside the tree."""
+        if candidate not in self._trees:
+            into = self._scratch_folder() / "trees" / str(len(self._trees))
+            try:
+                self._trees[candidate] = prepare_workdir(self.codebase, patch, into=into)
+            except PatchRefused as refused:
+                self._trees[candidate] = refused
+        made = self._trees[candidate]
+        if isinstance(made, PatchRefused):
+            raise PatchRefused(made.path, made.reason)
+        return made
+
+    @contextmanager
+    def copy(self, tree: Path) -> Iterator[Path]:
+        """A fresh copy of `tree` to run in, removed afterwards."""
+        self._copies += 1
+        into = prepare_workdir(tree, "", into=self._scratch_folder() / "runs" / str(self._copies))
+        try:
+            yield into
+        finally:
+            remove_tree(into)
+
+    def _scratch_folder(self) -> Path:
+        if self._scratch is None:
+            scratch = Path(tempfile.mkdtemp(prefix="code-", dir=self.workroot))
+            for folder in (scratch, scratch / "trees", scratch / "runs"):
+                folder.mkdir(exist_ok=True)
+                folder.chmod(0o755)  # the sandbox's user enters the copies under runs/
+            self._scratch = scratch
+        return self._scratch
+
+
+class CodeTools:
+    """`view_file`, `run_tests` and `run` for one conversation over `access`, within `caps`."""
+
+    def __init__(self, access: CodeAccess, caps: Caps):
+        self.access = access
+        self.caps = caps
+        self.runs_left = caps.code_runs
+        self.seconds_left = float(caps.code_seconds)
+
+    def view_file(self, label: str, trajectory: TrajectoryCase, path: str, start: int = 1,
+                  end: int = 0) -> str:
+        """Lines `start`..`end` (1-based, inclusive; `end` 0: as many as one call shows) of a
+        file of the candidate's code, or the entries of a folder ("" is the root)."""
+        tree = self._tree(label, trajectory)
+        target = inside(tree, path)
+        shown = path.strip("/") or "."
+        if target.is_dir():
+            entries = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in target.iterdir())
+            body = f"=== {label}: {shown}/ ({len(entries)} entries) ===\n" + "\n".join(entries)
+            return cap(body, self.caps.output_chars, "view a subfolder to see fewer entries")
+        if not target.is_file():
+            raise ToolError(f"{label}'s code has no file {path!r}; view_file with a folder lists it")
+        with target.open("rb") as f:
+            if b"\0" in f.read(BINARY_SNIFF_BYTES):
+                return f"{label}: {shown} is a binary file of {target.stat().st_size} bytes; not shown"
+        start = max(1, int(start))
+        last = start + self.caps.file_lines - 1
+        end = last if int(end) < 1 else min(int(end), last)
+        lines, total = [], 0
+        with target.open(encoding="utf-8", errors="replace", newline="") as f:
+            for total, line in enumerate(f, start=1):
+                if total > end:
+                    break
+                if total >= start:
+                    text = line.rstrip("\r\n")
+                    lines.append(f"{total:>5} {text}")
+        if not lines:
+            return f"{label}: {shown} has {total} line(s), none from line {start}"
+        head = f"=== {label}: {shown}, lines {start}..{start + len(lines) - 1} ==="
+        note = [f"[more lines follow: view_file from {start + len(lines)}]"] if total > end else []
+        return cap("\n".join([head, *lines, *note]), self.caps.output_chars,
+                   "ask for fewer lines")
+
+    def run_tests(self, label: str, trajectory: TrajectoryCase, tests: Sequence[str]) -> str:
+        """The environment's test command on the candidate's code, `tests` (ids or files,
+        shell-quoted) in its `{tests}`."""
+        tests = [str(test) for test in tests]
+        if not tests or not all(test.strip() for test in tests):
+            raise ToolError("run_tests needs at least one test id or test file, none blank")
+        script = self.access.environment.test_script(tests)
+        return self._run(label, trajectory, script, f"run_tests {' '.join(tests)}",
+                         per_test=self.access.environment.report == PYTEST)
+
+    def run(self, label: str, trajectory: TrajectoryCase, command: str) -> str:
+        """A shell command on the candidate's code, in the sandbox, without network."""
+        if not command.strip():
+            raise ToolError("run needs a command")
+        # A setup script of one line is the command behind the environment's own preamble
+        # (set -e, its interpreter first on PATH), as its tests run.
+        script = replace(self.access.environment, setup=(command,)).setup_script()
+        return self._run(label, trajectory, script, f"run {command}", per_test=False)
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _tree(self, label: str, trajectory: TrajectoryCase) -> Path:
+        try:
+            return self.access.tree(trajectory.trajectory_id, trajectory.patch or "")
+        except PatchRefused as refused:
+            raise ToolError(f"{label}'s patch cannot be applied to the codebase ({refused}): "
+                            "its code cannot be read or run") from None
+
+    def _run(self, label: str, trajectory: TrajectoryCase, script: str, title: str, *,
+             per_test: bool) -> str:
+        if self.runs_left < 1:
+            raise ToolError(f"the code budget is spent: {self.caps.code_runs} run(s) of "
+                            f"{self.caps.code_runs} used; nothing was run")
+        if self.seconds_left <= 0:
+            raise ToolError(f"the code budget is spent: its {self.caps.code_seconds:g} s are used; "
+                            "nothing was run")
+        if self.access.time_left() <= 0:
+            raise ToolError("the worker's time for running code in this task is spent; nothing was run")
+        tree = self._tree(label, trajectory)
+        self.runs_left -= 1
+        environment = self.access.environment
+        with self.access.copy(tree) as workdir:
+            setup = environment.setup_script()
+            if setup is not None:
+                result, outcome = self._sandboxed(workdir, setup)
+                if result.status != sandbox_status.PASSED:
+                    return self._report(label, f"{title}: the environment's setup {outcome}",
+                                        result, per_test=False)
+            result, outcome = self._sandboxed(workdir, script)
+        return self._report(label, f"{title}: {outcome}", result, per_test=per_test)
+
+    def _sandboxed(self, workdir: Path, script: str) -> tuple[RunResult, str]:
+        """One sandboxed run, its wall clock the least of the environment's limit, the budget's
+        time left and the worker's; the result and what its status means."""
+        environment = self.access.environment
+        wall, limit = min((environment.wall_seconds, "the environment's time limit per run"),
+                          (self.seconds_left, "the time left in the code budget"),
+                          (self.access.time_left(), "the worker's time left for code in this task"))
+        result = self.access.sandbox.run(workdir, script, Limits(
+            wall_seconds=wall, memory_bytes=environment.memory_bytes, output_bytes=RUN_OUTPUT_BYTES))
+        self.seconds_left -= result.duration
+        return result, self._outcome(result, f"cut at {wall:.1f} s, {limit}")
+
+    def _outcome(self, result: RunResult, cut: str) -> str:
+        status = result.status
+        if status == sandbox_status.PASSED:
+            return f"passed in {result.duration:.1f} s"
+        if status == sandbox_status.FAILED:
+            return f"failed (exit code {result.exit_code}) in {result.duration:.1f} s"
+        if status == sandbox_status.TIMEOUT:
+            return cut
+        if status == sandbox_status.KILLED_OUTPUT:
+            return f"killed: its output passed {RUN_OUTPUT_BYTES // 1024} KiB"
+        if status == sandbox_status.KILLED_MEMORY:
+            return f"killed at the environment's memory limit ({self.access.environment.memory_mb} MiB)"
+        return "not run: the sandbox could not start it"
+
+    def _report(self, label: str, headline: str, result: RunResult, *, per_test: bool) -> str:
+        lines = [f"{label}: {headline}",
+                 f"[code budget left: {self.runs_left} run(s), {max(self.seconds_left, 0):.1f} s]"]
+        if per_test:
+            outcomes = parse_pytest_summary(result.output)
+            counts = Counter(outcomes.values())
+            lines.append("tests: " + (", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+                                      or "no per-test results in the output"))
+            not_passing_first = sorted(outcomes.items(), key=lambda item: (item[1] == PASS, item[0]))
+            lines += [f"  {status} {test}" for test, status in not_passing_first[: self.caps.test_names]]
+            if len(outcomes) > self.caps.test_names:
+                lines.append(f"  ... [{len(outcomes) - self.caps.test_names} more not shown]")
+        output = result.output
+        tail = output[-self.caps.log_chars:]
+        cut = f", the last {len(tail)} of {len(output)} characters" if len(tail) < len(output) else ""
+        lines.append(f"output{cut}:\n{tail}" if output else "output: (none)")
+        return cap("\n".join(lines), self.caps.output_chars, "the output's end is shown")
+
+
+def inside(tree: Path, path: str) -> Path:
+    """`path` (relative to `tree`'s root) in `tree`; ToolError when it is absolute, has a `..`
+    segment or leads through a symlink out of the tree."""
+    name = PurePosixPath(path)
+    if name.is_absolute():
+        raise ToolError(f"{path!r} is absolute: paths are relative to the codebase's root")
+    if ".." in name.parts:
+        raise ToolError(f"{path!r}: '..' leads out of the codebase")
+    target = (tree / name).resolve()
+    if not target.is_relative_to(tree.resolve()):
+        raise ToolError(f"{path!r} leads through a symlink out of the codebase")
+    return target

@@ -1,0 +1,68 @@
+"""The agentic grader reads and runs the candidates' code through a real worker: the evidence
+pass gathers the calc group's matrix, then the grading worker hands the grader that group's
+codebase, environment and sandbox, and a scripted model (tests/workers/backends.py) calls
+run_tests on every passing candidate and view_file on one. A group without evidence is graded
+with the code tools unavailable, saying why."""
+
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests import evidencedata
+from tests.factories import group as plain_group
+from tests.workers.conftest import wait_until
+from tests.workers.test_evidence_worker import evidence_env, import_batch, store  # noqa: F401  (fixtures)
+from webapp.grading.services import grading_launch
+from webapp.models import Grading, GradingTranscript
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CANDIDATE_CODE = {tid: files["calc/ops.py"] for tid, (_, files) in evidencedata.CANDIDATES.items()}
+
+
+@pytest.fixture
+def graders_file(tmp_path, monkeypatch):
+    path = tmp_path / "graders.toml"
+    path.write_text('[graders.code]\nbackend = "tests.workers.backends:CodeCalling"\nqueue = "cpu"\n')
+    monkeypatch.setenv("GAGAR_GRADERS", str(path))
+    return path
+
+
+def transcript(launch, group_id: str) -> list[dict]:
+    grading = launch.run.gradings.get(group__group_id=group_id)
+    assert grading.status == Grading.Status.DONE, grading.error
+    return GradingTranscript.objects.get(grading=grading).messages
+
+
+def test_a_worker_gives_the_agentic_grader_each_candidates_code(tmp_path, sandbox_python, evidence_env,  # noqa: F811
+                                                                 graders_file, workers):
+    records = evidencedata.records("calc-1", sandbox_python, tmp_path / "calc") + plain_group("plain-1", [1, 1, 0])
+    batch = import_batch(tmp_path, sandbox_python, "calc", records)
+    workers(evidence_env)
+    launch = grading_launch(batch=batch, grader="code")
+    wait_until(lambda: not launch.run.gradings.exclude(status__in=[Grading.Status.DONE, Grading.Status.FAILED])
+               .exists(), timeout=180, message=str(list(launch.run.gradings.values_list("status", "error"))))
+
+    messages = transcript(launch, "calc-1")
+    ids = next(m["labels"] for m in messages if m.get("event") == "start")
+    first_turn = next(m["content"] for m in messages if m.get("role") == "user")
+    assert "they may run code 5 time(s), 60 s in all." in first_turn
+    outputs = [m for m in messages if m.get("role") == "tool"]
+    assert [m["tool"] for m in outputs] == ["run_tests"] * 5 + ["view_file"]
+    for output in outputs[:5]:
+        label = output["content"].split(":", 1)[0]
+        if ids[label] == "breaks":
+            assert "  fail tests/test_ops.py::test_add" in output["content"]
+        else:
+            assert "tests: 2 pass" in output["content"], output["content"]
+    label = outputs[5]["content"].split("=== ", 1)[1].split(":", 1)[0]
+    shown = [line[6:] for line in outputs[5]["content"].splitlines() if line[:5].strip().isdigit()]
+    assert shown == CANDIDATE_CODE[ids[label]].splitlines()
+    assert "[code budget left: 0 run(s)" in outputs[4]["content"]
+    assert not list((Path(settings.DATA_DIR) / "evidence" / "runs").glob("code-*"))  # the trees are gone
+
+    plain = transcript(launch, "plain-1")
+    assert not any(m.get("role") == "tool" for m in plain)
+    assert (f"Code: view_file, run_tests and run are unavailable for this group: no mirror of o/r in the codebase "
+            f"store {evidence_env['GAGAR_CODEBASES']}.") in next(m["content"] for m in plain if m.get("role") == "user")
