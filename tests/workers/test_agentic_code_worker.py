@@ -60,7 +60,9 @@ def test_a_worker_gives_the_agentic_grader_each_candidates_code(tmp_path, sandbo
     shown = [line[6:] for line in outputs[5]["content"].splitlines() if line[:5].strip().isdigit()]
     assert shown == CANDIDATE_CODE[ids[label]].splitlines()
     assert "[code budget left: 0 run(s)" in outputs[4]["content"]
-    assert not list((Path(settings.DATA_DIR) / "evidence" / "runs").glob("code-*"))  # the trees are gone
+    trees = Path(settings.DATA_DIR) / "evidence" / "runs"
+    # The trees go once the grades are written: just after the gradings read done.
+    wait_until(lambda: not list(trees.glob("code-*")), timeout=30, message="the candidates' trees stayed")
 
     plain = transcript(launch, "plain-1")
     assert not any(m.get("role") == "tool" for m in plain)
