@@ -17,11 +17,11 @@ from grading.execution.reports import parse_pytest_summary
 from grading.execution.runner import run_planned
 from grading.execution.selection import PatchSplitError, named_after_touched_modules, split_patch
 from grading.execution.task import TaskExecution, task_execution
-from grading.execution.verdicts import breaks_tests, flaky
+from grading.execution.verdicts import breaks_tests, failing_for_every_passing, flaky
 
 __all__ = [
     "Candidate", "Codebase", "CodebaseStore", "Environment", "GroupBudget", "Matrix", "MatrixRun",
     "NoCodebase", "PatchSplitError", "Plan", "PlannedRun", "RunOutcome", "Skipped", "TaskExecution",
-    "breaks_tests", "flaky", "named_after_touched_modules", "parse_pytest_summary", "plan_runs",
-    "run_key", "run_planned", "split_patch", "task_execution",
+    "breaks_tests", "failing_for_every_passing", "flaky", "named_after_touched_modules",
+    "parse_pytest_summary", "plan_runs", "run_key", "run_planned", "split_patch", "task_execution",
 ]

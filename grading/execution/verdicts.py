@@ -2,7 +2,9 @@
 
 - `flaky`: the reward's verdict on a candidate does not reproduce here: it passed it and
   its reward tests fail, or it failed it and they pass. Runs that did not conclude
-  (timeout, error, refused) confirm nothing and contradict nothing.
+  (timeout, error, refused) confirm nothing and contradict nothing. A reward test that
+  fails here for every passing candidate (two or more) says more of this machine than of
+  them (a test that needs the network, a missing package): it counts against none.
 - `breaks_tests`: a passing candidate fails tests that more than half of the other
   passing candidates that ran them pass. The existing tests count, and the peer tests
   that the reward's and the existing runs did not already report (a peer who changed
@@ -20,17 +22,31 @@ NOT_PASSED = (FAIL, ERROR, TIMEOUT, MISSING)
 def flaky(matrix: Matrix) -> dict[str, str]:
     """{candidate: why} for each candidate whose reward verdict does not reproduce."""
     found = {}
+    machines = failing_for_every_passing(matrix)
     for candidate, passed in matrix.passed.items():
         run = matrix.run_of(candidate, REWARD)
         if run is None or run.outcome.status not in (PASS, FAIL):
             continue
         if passed and run.outcome.status == FAIL:
             failing = sorted(t for t, s in run.outcome.tests.items() if s != PASS)
+            if failing and set(failing) <= machines:
+                continue
             found[candidate] = ("the reward passed it; its reward tests fail here"
-                                + (f": {', '.join(failing)}" if failing else ""))
+                                + (f": {', '.join(t for t in failing if t not in machines)}" if failing else ""))
         elif not passed and run.outcome.status == PASS:
             found[candidate] = "the reward failed it; its reward tests pass here"
     return found
+
+
+def failing_for_every_passing(matrix: Matrix) -> set[str]:
+    """The reward tests that no passing candidate passes here, when two or more ran them."""
+    outcomes = [run.outcome for candidate, passed in matrix.passed.items() if passed
+                for run in [matrix.run_of(candidate, REWARD)]
+                if run is not None and run.outcome.status in (PASS, FAIL)]
+    if len(outcomes) < 2:
+        return set()
+    tests = set().union(*(outcome.tests for outcome in outcomes))
+    return {t for t in tests if all(outcome.tests.get(t, MISSING) in NOT_PASSED for outcome in outcomes)}
 
 
 def breaks_tests(matrix: Matrix) -> dict[str, list[tuple[str, str]]]:

@@ -15,6 +15,7 @@ from grading.execution import (
     RunOutcome,
     Skipped,
     breaks_tests,
+    failing_for_every_passing,
     flaky,
     named_after_touched_modules,
     parse_pytest_summary,
@@ -322,6 +323,19 @@ def test_flaky_names_verdicts_that_do_not_reproduce_either_way_and_only_conclude
     assert flaky(matrix_of(passed, results)) == {
         "b": f"the reward passed it; its reward tests fail here: {X}",
         "c": "the reward failed it; its reward tests pass here"}
+
+
+def test_a_reward_test_that_fails_for_every_passing_candidate_counts_against_none():
+    # As a test that needs the network fails in the sandbox: the machine's, not theirs.
+    passed = {"a": True, "b": True, "c": True, "d": False}
+    results = {("reward", c): outcome("fail", {X: "fail", Y: "pass"}) for c in "ab"}
+    results["reward", "c"] = outcome("fail", {X: "error", Y: "fail"})
+    results["reward", "d"] = outcome("fail", {X: "fail", Y: "fail"})
+    results |= {("existing", c): outcome("pass", {X: "pass"}) for c in "abcd"}
+    results |= {("peer:a", c): outcome("pass", {MORE: "pass"}) for c in "abcd"}
+    matrix = matrix_of(passed, results)
+    assert failing_for_every_passing(matrix) == {X}
+    assert flaky(matrix) == {"c": f"the reward passed it; its reward tests fail here: {Y}"}
 
 
 def test_breaks_tests_names_what_most_other_passing_candidates_pass_counting_each_test_once():
