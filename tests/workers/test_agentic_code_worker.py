@@ -11,6 +11,7 @@ from django.conf import settings
 
 from tests import evidencedata
 from tests.factories import group as plain_group
+from tests.grading.agentic_fixtures import tiny_model  # noqa: F401  (session fixture)
 from tests.workers.conftest import wait_until
 from tests.workers.test_evidence_worker import evidence_env, import_batch, store  # noqa: F401  (fixtures)
 from webapp.grading.services import grading_launch
@@ -25,6 +26,18 @@ CANDIDATE_CODE = {tid: files["calc/ops.py"] for tid, (_, files) in evidencedata.
 def graders_file(tmp_path, monkeypatch):
     path = tmp_path / "graders.toml"
     path.write_text('[graders.code]\nbackend = "tests.workers.backends:CodeCalling"\nqueue = "cpu"\n')
+    monkeypatch.setenv("GAGAR_GRADERS", str(path))
+    return path
+
+
+@pytest.fixture
+def tiny_graders_file(tmp_path, tiny_model, monkeypatch):  # noqa: F811
+    pytest.importorskip("xgrammar",
+                        reason="the agentic grader needs the llm extra: make install-llm (make test has it)")
+    path = tmp_path / "graders.toml"
+    path.write_text(f'[graders.tiny-code]\nbackend = "transformers"\nmodel = "{tiny_model}"\nqueue = "cpu"\n'
+                    '[graders.tiny-code.budget]\nmax_turns = 4\nrationale_chars = 40\n'
+                    '[graders.tiny-code.options]\ndevice = "cpu"\nthreads = 1\n')
     monkeypatch.setenv("GAGAR_GRADERS", str(path))
     return path
 
@@ -68,3 +81,25 @@ def test_a_worker_gives_the_agentic_grader_each_candidates_code(tmp_path, sandbo
     assert not any(m.get("role") == "tool" for m in plain)
     assert (f"Code: view_file, run_tests and run are unavailable for this group: no mirror of o/r in the codebase "
             f"store {evidence_env['GAGAR_CODEBASES']}.") in next(m["content"] for m in plain if m.get("role") == "user")
+
+
+@pytest.mark.slow
+def test_the_tiny_model_grades_a_group_with_code_through_a_worker(tmp_path, sandbox_python, evidence_env,  # noqa: F811
+                                                                  tiny_graders_file, workers):
+    """A random model's choices are nonsense; what it is offered and what its tool calls answer
+    are real: the code tools, run in the sandbox, answering results or reasons."""
+    batch = import_batch(tmp_path, sandbox_python, "calc", evidencedata.records("calc-1", sandbox_python,
+                                                                                 tmp_path / "calc"))
+    workers(evidence_env, concurrency=1)
+    launch = grading_launch(batch=batch, grader="tiny-code")
+    wait_until(lambda: not launch.run.gradings.exclude(status__in=[Grading.Status.DONE, Grading.Status.FAILED])
+               .exists(), timeout=240, every=1, message="the tiny model's grading did not finish")
+    grading = launch.run.gradings.get()
+    if grading.status == Grading.Status.FAILED:
+        assert grading.error.startswith("group calc-1: ")  # visible, never silent
+    messages = GradingTranscript.objects.get(grading=grading).messages
+    first_turn = next(m["content"] for m in messages if m.get("role") == "user")
+    assert "they may run code 5 time(s), 60 s in all." in first_turn
+    labels = next(m["labels"] for m in messages if m.get("event") == "start")
+    for output in (m for m in messages if m.get("tool") in ("view_file", "run_tests", "run")):
+        assert output["content"].startswith((*labels, "=== ", "error: ")), output["content"][:200]
