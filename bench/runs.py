@@ -23,7 +23,7 @@ export (`write_run_dataset`, a Parquet dataset partitioned by step) against its 
 measured in the same run: PostgreSQL's `COPY (SELECT ...) TO STDOUT` of the columns it reads
 plus pyarrow writing them as one Parquet file with the export's options (target ratio
 floor / export >= 0.5), and the export's peak RSS over a quarter of the steps and over all of
-them (flat: the export streams a step at a time).
+them (flat: the export reads a window of steps at a time and writes a step at a time).
 """
 
 import argparse

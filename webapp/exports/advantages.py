@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,22 +119,32 @@ def write_counted(batch: Batch, path: Path, *, viewer: Viewer, format: str, conf
     viewer.require_whole(batch)
     if format not in FORMATS:
         raise ValueError(f"format: must be one of {', '.join(FORMATS)}, not {format!r}")
-    written = Written()
-    with open(path, "wb") as out, _collecting_new_objects_only():
-        if format == "jsonl":
-            for chunk in _counted(batch, viewer, config, written, on_progress):
+    chunks = advantage_chunks(batch, viewer=viewer, config=config)
+    with collecting_new_objects_only():
+        if format == "parquet":
+            return write_parquet(batch, chunks, path, on_progress=on_progress)
+        written = Written()
+        with open(path, "wb") as out:
+            for chunk in _counted(batch, chunks, written, on_progress):
                 out.write(_jsonl(batch.name, chunk))
-        else:
-            with pq.ParquetWriter(out, SCHEMA, **PARQUET_OPTIONS) as writer:
-                row_groups = _RowGroups(writer)
-                for chunk in _counted(batch, viewer, config, written, on_progress):
-                    row_groups.write(_table(batch.name, chunk))
-                row_groups.flush()
+        return written
+
+
+def write_parquet(batch: Batch, chunks: Iterable[AdvantageChunk], path: Path, *,
+                  on_progress: Progress | None = None) -> Written:
+    """Write `chunks`, the advantages of `batch` in order (`advantage_chunks`' or
+    `advantage_chunks_of_batches`'), to `path` as Parquet; their counts."""
+    written = Written()
+    with open(path, "wb") as out, pq.ParquetWriter(out, SCHEMA, **PARQUET_OPTIONS) as writer:
+        row_groups = _RowGroups(writer)
+        for chunk in _counted(batch, chunks, written, on_progress):
+            row_groups.write(_table(batch.name, chunk))
+        row_groups.flush()
     return written
 
 
 @contextmanager
-def _collecting_new_objects_only():
+def collecting_new_objects_only():
     """Keep the cyclic garbage collector's passes to the objects made from here on. An
     export makes a tuple per row read, and each full pass also went over every object the
     process already held (Django, numpy, pyarrow): a sixth of the export's time. Reference
@@ -146,10 +156,10 @@ def _collecting_new_objects_only():
         gc.unfreeze()
 
 
-def _counted(batch: Batch, viewer: Viewer, config: AdvantageConfig, written: Written,
+def _counted(batch: Batch, chunks: Iterable[AdvantageChunk], written: Written,
              on_progress: Progress | None) -> Iterator[AdvantageChunk]:
-    """The chunks of `batch`, each counted (and progress told) once the caller has written it."""
-    for chunk in advantage_chunks(batch, viewer=viewer, config=config):
+    """`chunks` of `batch`, each counted (and progress told) once the caller has written it."""
+    for chunk in chunks:
         yield chunk
         written.add(batch, chunk)
         if on_progress:

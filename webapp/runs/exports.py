@@ -9,8 +9,10 @@
 Each step's file is the batch's advantages export (webapp.exports.advantages: the same schema
 and bytes), under that step's own advantage config; `pyarrow.dataset.dataset(folder,
 partitioning="hive")` reads them as one table with a `step` column. Written to a folder
-(`manage.py export advantages --run NAME`) or streamed as a tar (the run page, the API), a
-step at a time: memory stays that of one chunk of groups, whatever the run's size.
+(`manage.py export advantages --run NAME`) or streamed as a tar (the run page, the API). A
+run's steps are small batches (a thousand trajectories), and reading each alone cost more
+than writing it: the steps are read a window at a time (`advantage_chunks_of_batches`) and
+written one at a time. Memory stays that of a window of steps, whatever the run's size.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-from webapp.advantages import SOURCES, parse_advantage_config
-from webapp.exports.advantages import SCHEMA, write_counted, writer_version
+from webapp.advantages import SOURCES, advantage_chunks_of_batches, parse_advantage_config
+from webapp.exports.advantages import SCHEMA, collecting_new_objects_only, write_parquet, writer_version
 from webapp.exports.services import refuse_while_grading
 from webapp.models import Run, RunStep
 from webapp.rankings import Viewer
@@ -53,15 +55,21 @@ def run_steps_for_export(run: Run, *, viewer: Viewer, allow_ungraded: bool) -> l
     return steps
 
 
-def write_step(step: RunStep, path: Path, *, viewer: Viewer) -> dict:
-    """Write one step's file at `path`; its manifest entry."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    config = parse_advantage_config(step.batch.advantage_config)
-    written = write_counted(step.batch, path, viewer=viewer, format="parquet", config=config)
-    return {"step": step.number, "batch": step.batch.name, "path": step_path(step.number), "config": config.as_dict(),
-            "rows": written.rows, "counts": {"label": dict(written.labels),
-                                             "source": {s: written.sources[s] for s in SOURCES}},
-            "ungraded": written.ungraded(), "bytes": path.stat().st_size, "sha256": _sha256(path)}
+def write_steps(steps: list[RunStep], folder: Path, *, viewer: Viewer) -> Iterator[dict]:
+    """Write each step's file in `folder`, at its `step_path`, the steps read a window at a time;
+    each step's manifest entry once its file is written, in order."""
+    configs = [parse_advantage_config(step.batch.advantage_config) for step in steps]
+    read = advantage_chunks_of_batches([(step.batch, config) for step, config in zip(steps, configs, strict=True)],
+                                       viewer=viewer)
+    for step, config, (_, chunks) in zip(steps, configs, read, strict=True):
+        path = folder / step_path(step.number)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with collecting_new_objects_only():
+            written = write_parquet(step.batch, chunks, path)
+        yield {"step": step.number, "batch": step.batch.name, "path": step_path(step.number),
+               "config": config.as_dict(), "rows": written.rows,
+               "counts": {"label": dict(written.labels), "source": {s: written.sources[s] for s in SOURCES}},
+               "ungraded": written.ungraded(), "bytes": path.stat().st_size, "sha256": _sha256(path)}
 
 
 def manifest(run: Run, entries: list[dict]) -> dict:
@@ -76,8 +84,7 @@ def write_run_dataset(run: Run, folder: Path, *, viewer: Viewer, allow_ungraded:
     """Write the dataset into `folder` (made here, must not exist), the manifest last; the manifest."""
     steps = run_steps_for_export(run, viewer=viewer, allow_ungraded=allow_ungraded)
     folder.mkdir(parents=True)
-    entries = [write_step(step, folder / step_path(step.number), viewer=viewer) for step in steps]
-    out = manifest(run, entries)
+    out = manifest(run, list(write_steps(steps, folder, viewer=viewer)))
     (folder / MANIFEST).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     return out
 
@@ -96,10 +103,10 @@ def _tar(run: Run, steps: list[RunStep], viewer: Viewer) -> Iterator[bytes]:
     try:
         with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:
             entries = []
-            for step in steps:
-                path = scratch / DATA_FILE
-                entries.append(write_step(step, path, viewer=viewer))
-                tar.add(path, arcname=step_path(step.number))
+            for entry in write_steps(steps, scratch, viewer=viewer):
+                entries.append(entry)
+                path = scratch / entry["path"]
+                tar.add(path, arcname=entry["path"])
                 path.unlink()
                 yield sink.take()
             data = (json.dumps(manifest(run, entries), indent=2) + "\n").encode()
