@@ -16,14 +16,16 @@ from webapp.jobs import SEARCH_INDEX_TASK
 from webapp.models import SearchState
 from webapp.search import selectors
 from webapp.search.services import index_sweep
+from webapp.work import DERIVED
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def index_messages(server) -> list[dict]:
-    """The search-index messages waiting on the 'cpu' queue of `server`, as kwargs."""
+    """The search-index messages waiting on the 'cpu' queue of `server`, as kwargs: at derived
+    data's priority, which kombu keeps in a list of its own, "cpu" + "\x06\x16" + the priority."""
     found = []
-    for raw in redis.Redis(port=server.port).lrange("cpu", 0, -1):
+    for raw in redis.Redis(port=server.port).lrange(f"cpu\x06\x16{DERIVED}", 0, -1):
         message = json.loads(raw)
         if message["headers"]["task"] == SEARCH_INDEX_TASK:
             found.append(message["headers"]["kwargsrepr"])
