@@ -236,3 +236,34 @@ def wait_until(condition, *, timeout: float, every: float = 0.2, tick=None, mess
             tick()
         time.sleep(every)
     raise AssertionError(f"timed out after {timeout} s: {message}")
+
+
+# --- execution evidence through workers -------------------------------------------------
+
+@pytest.fixture
+def codebase_store(tmp_path):
+    """The codebase store of tests/evidencedata.py's calc codebase."""
+    from tests import evidencedata
+
+    root = evidencedata.store(tmp_path / "store")
+    # The same codebase, each test run a second slower: a pass long enough to kill midway.
+    evidencedata.write(root / "slow", {**evidencedata.CODEBASE, "tests/conftest.py": "import time\ntime.sleep(1)\n"})
+    return root
+
+
+@pytest.fixture
+def evidence_env(filesystem_broker, codebase_store, sandbox_python):
+    """The settings and the worker's environment with evidence on."""
+    extra = {"GAGAR_CODEBASES": str(codebase_store), "GAGAR_SANDBOX_PATHS": str(sandbox_python.parents[2]),
+             "GAGAR_EVIDENCE_LEASE": "3", "GAGAR_EVIDENCE_HEARTBEAT": "0.5"}
+    with override_settings(GAGAR_CODEBASES=str(codebase_store), GAGAR_SANDBOX_PATHS=[str(sandbox_python.parents[2])],
+                           GAGAR_EVIDENCE_LEASE=3.0):
+        yield {**filesystem_broker, **extra}
+
+
+def import_batch(tmp_path, sandbox_python, name, records):
+    """Import `records` as the batch `name` (an evidence test's groups, `sandbox_python` theirs)."""
+    from webapp.models import Batch
+
+    call_command("import_rollouts", str(write_jsonl(tmp_path / f"{name}.jsonl", records)), batch=name, verbosity=0)
+    return Batch.objects.get(name=name)

@@ -12,8 +12,7 @@ from django.conf import settings
 from tests import evidencedata
 from tests.factories import group as plain_group
 from tests.grading.agentic_fixtures import tiny_model  # noqa: F401  (session fixture)
-from tests.workers.conftest import wait_until
-from tests.workers.test_evidence_worker import evidence_env, import_batch, store  # noqa: F401  (fixtures)
+from tests.workers.conftest import import_batch, wait_until
 from webapp.grading.services import grading_launch
 from webapp.models import Grading, GradingTranscript
 
@@ -48,7 +47,7 @@ def transcript(launch, group_id: str) -> list[dict]:
     return GradingTranscript.objects.get(grading=grading).messages
 
 
-def test_a_worker_gives_the_agentic_grader_each_candidates_code(tmp_path, sandbox_python, evidence_env,  # noqa: F811
+def test_a_worker_gives_the_agentic_grader_each_candidates_code(tmp_path, sandbox_python, evidence_env,
                                                                  graders_file, workers):
     records = evidencedata.records("calc-1", sandbox_python, tmp_path / "calc") + plain_group("plain-1", [1, 1, 0])
     batch = import_batch(tmp_path, sandbox_python, "calc", records)
@@ -84,7 +83,7 @@ def test_a_worker_gives_the_agentic_grader_each_candidates_code(tmp_path, sandbo
 
 
 @pytest.mark.slow
-def test_the_tiny_model_grades_a_group_with_code_through_a_worker(tmp_path, sandbox_python, evidence_env,  # noqa: F811
+def test_the_tiny_model_grades_a_group_with_code_through_a_worker(tmp_path, sandbox_python, evidence_env,
                                                                   tiny_graders_file, workers):
     """A random model's choices are nonsense; what it is offered and what its tool calls answer
     are real: the code tools, run in the sandbox, answering results or reasons."""

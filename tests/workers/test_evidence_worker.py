@@ -3,44 +3,17 @@ worker is killed mid-pass, and a sandbox that cannot run stopping the worker at 
 
 
 import pytest
-from django.core.management import call_command
-from django.test import override_settings
 
 from tests import evidencedata
 from tests.factories import group as plain_group
-from tests.factories import write_jsonl
-from tests.workers.conftest import wait_until
+from tests.workers.conftest import import_batch, wait_until
 from webapp.evidence.services import evidence_sweep
 from webapp.grading.services import grading_launch
-from webapp.models import Batch, EvidenceRun, Grading, GroupEvidence
+from webapp.models import EvidenceRun, Grading, GroupEvidence
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DONE = GroupEvidence.Status.DONE
-
-
-
-@pytest.fixture
-def store(tmp_path):
-    root = evidencedata.store(tmp_path / "store")
-    # The same codebase, each test run a second slower: a pass long enough to kill midway.
-    evidencedata.write(root / "slow", {**evidencedata.CODEBASE, "tests/conftest.py": "import time\ntime.sleep(1)\n"})
-    return root
-
-
-@pytest.fixture
-def evidence_env(filesystem_broker, store, sandbox_python):
-    """The settings and the worker's environment with evidence on."""
-    extra = {"GAGAR_CODEBASES": str(store), "GAGAR_SANDBOX_PATHS": str(sandbox_python.parents[2]),
-             "GAGAR_EVIDENCE_LEASE": "3", "GAGAR_EVIDENCE_HEARTBEAT": "0.5"}
-    with override_settings(GAGAR_CODEBASES=str(store), GAGAR_SANDBOX_PATHS=[str(sandbox_python.parents[2])],
-                           GAGAR_EVIDENCE_LEASE=3.0):
-        yield {**filesystem_broker, **extra}
-
-
-def import_batch(tmp_path, sandbox_python, name, records):
-    call_command("import_rollouts", str(write_jsonl(tmp_path / f"{name}.jsonl", records)), batch=name, verbosity=0)
-    return Batch.objects.get(name=name)
 
 
 def test_a_worker_gathers_the_evidence_then_grades_with_it(tmp_path, sandbox_python, evidence_env, workers):
@@ -90,8 +63,9 @@ def test_a_pass_whose_worker_is_killed_goes_on_where_it_stopped(tmp_path, sandbo
     assert again >= 4 and took < left + again / 2, (took, left, again)
 
 
-def test_a_sandbox_that_cannot_run_stops_the_worker_at_start_with_the_reason(filesystem_broker, store, workers):
-    env = {**filesystem_broker, "GAGAR_CODEBASES": str(store), "GAGAR_SANDBOX": "command",
+def test_a_sandbox_that_cannot_run_stops_the_worker_at_start_with_the_reason(
+        filesystem_broker, codebase_store, workers):
+    env = {**filesystem_broker, "GAGAR_CODEBASES": str(codebase_store), "GAGAR_SANDBOX": "command",
            "GAGAR_SANDBOX_TEMPLATE": "no-such-runtime run --rm -v {workdir}:/work {image} {command}"}
     with pytest.raises(RuntimeError) as stopped:
         workers(env)
