@@ -7,7 +7,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 FEATURES = ("batches", "review", "grading", "annotation", "exports", "api", "search", "audit", "runs",
             "evidence")
-SHARED = ("models", "roles", "rankings", "advantages", "triage", "cases", "bulk", "jobs", "work", "html", "params")
+SHARED = ("models", "roles", "rankings", "advantages", "triage", "cases", "bulk", "jobs", "work", "html", "params",
+          "names")
 # The only arrows between features, each one way; docs/architecture.md draws the same. A write
 # that makes another feature's data stale calls webapp/work.py; the group page, which several
 # features show, is composed above them in webapp/grouppage.py.

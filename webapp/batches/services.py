@@ -24,7 +24,7 @@ from django.db import transaction
 
 from grading.advantages import LABELS, group_labels
 from grading.formats import ImportNotes, Inputs, check_inputs, read_rollouts_from
-from grading.jsonl import CONTROL_CHARACTERS, ImportStopped
+from grading.jsonl import ImportStopped
 from grading.limits import Limits
 from grading.rollouts import (
     ErrorLog,
@@ -35,6 +35,7 @@ from grading.rollouts import (
 from webapp import work
 from webapp.bulk import insert_rows
 from webapp.models import Batch, Group, Trajectory, Transcript
+from webapp.names import is_utf8, name_problem
 
 CHUNK_SIZE = 2000
 BATCH_NAME_MAX_CHARS = Batch._meta.get_field("name").max_length
@@ -88,7 +89,7 @@ def batch_import(
         errors.add("--batch", None, "batch", problem)
     check_inputs(file_format, inputs, errors)
     for path, name in zip(files, names, strict=True):
-        if not _is_utf8(name):
+        if not is_utf8(name):
             errors.add(str(path), None, "file", "name is not valid UTF-8; rename the file")
     if errors:
         raise RolloutFormatError(errors)
@@ -155,26 +156,8 @@ def normalized_batch_name(name: str) -> str:
 
 
 def batch_name_problem(name: str) -> str | None:
-    """Why `name` cannot name a batch, if it cannot: checked here, not by the database, so
-    that SQLite and PostgreSQL give the same answer."""
-    if not name:
-        return "a batch name is required"
-    if len(name) > BATCH_NAME_MAX_CHARS:
-        return f"is {len(name)} characters long, over the limit of {BATCH_NAME_MAX_CHARS}"
-    if CONTROL_CHARACTERS.search(name):
-        return "must not contain control characters"
-    if not _is_utf8(name):
-        return "must not contain unpaired surrogates (bytes that are not UTF-8)"
-    return None
-
-
-def _is_utf8(text: str) -> bool:
-    """False for text holding unpaired surrogates: from a command line's undecodable bytes."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    """Why `name` cannot name a batch, if it cannot."""
+    return name_problem(name, what="batch", max_chars=BATCH_NAME_MAX_CHARS)
 
 
 class _Sorter:

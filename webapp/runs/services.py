@@ -23,10 +23,10 @@ from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from grading.jsonl import CONTROL_CHARACTERS
 from webapp import work
 from webapp.models import Batch, BatchFigures, BatchPatch, Run, RunStep, SearchState, Trajectory, Transcript
 from webapp.models.runs import RUN_NAME_MAX_CHARS
+from webapp.names import name_problem
 from webapp.runs.figures import BatchChanged, batch_figures
 from webapp.runs.selectors import series_row
 
@@ -46,19 +46,11 @@ class StepRefused(ValueError):
 
 
 def run_name_problem(name: str) -> str | None:
-    """Why `name` cannot name a run, if it cannot (checked here, the same on both databases)."""
-    if not name:
-        return "a run name is required"
-    if len(name) > RUN_NAME_MAX_CHARS:
-        return f"is {len(name)} characters long, over the limit of {RUN_NAME_MAX_CHARS}"
-    if CONTROL_CHARACTERS.search(name):
-        return "must not contain control characters"
+    """Why `name` cannot name a run, if it cannot."""
+    if problem := name_problem(name, what="run", max_chars=RUN_NAME_MAX_CHARS):
+        return problem
     if name != name.strip():
         return "must not start or end with spaces"
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return "must not contain unpaired surrogates (bytes that are not UTF-8)"
     return None
 
 
