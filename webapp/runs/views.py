@@ -58,15 +58,13 @@ def _figures_html(run: Run, viewer: Viewer) -> str:
     """The run page's figures: the same for every viewer allowed to see them, and drawn again
     only once a step's figures, wait or pruning changed (`run_watermark`), in each web process.
     A thousand steps' charts take a tenth of a second to draw; their watermark, a query."""
-    key = "gagar:run-figures:" + hashlib.sha256(repr(selectors.run_watermark(run)).encode()).hexdigest()
-    html = cache.get(key)
-    if html is None:
+    def draw() -> str:
         figures = selectors.run_figures(run, viewer=viewer)
-        html = render_to_string("runs/_figures.html", {
+        return render_to_string("runs/_figures.html", {
             "run": run, "figures": figures, "charts": _charts([figures]),
             "pruned": [step.number for step in figures.steps if step.pruned]})
-        cache.set(key, html, FIGURES_CACHE_S)
-    return mark_safe(html)  # noqa: S308 - rendered by the template above, which escapes
+
+    return _drawn_once("run-figures", selectors.run_watermark(run), draw)
 
 
 @require_GET
@@ -121,16 +119,23 @@ def runs_compare(request):
 
 def _compared_html(runs: list[Run], viewer: Viewer) -> str:
     """The compare page's charts and differences, drawn again only once a run's watermark moved."""
-    marks = repr([selectors.run_watermark(run) for run in runs])
-    key = "gagar:runs-compared:" + hashlib.sha256(marks.encode()).hexdigest()
-    html = cache.get(key)
-    if html is None:
+    def draw() -> str:
         figures = [selectors.run_figures(run, viewer=viewer) for run in runs]
         common, differences = selectors.compare(figures)
-        html = render_to_string("runs/_compared.html", {
+        return render_to_string("runs/_compared.html", {
             "runs": figures, "charts": _charts(figures), "common": common, "differences": differences})
+
+    return _drawn_once("runs-compared", [selectors.run_watermark(run) for run in runs], draw)
+
+
+def _drawn_once(name: str, watermark, draw) -> str:
+    """`draw()`'s HTML, kept in the cache under `watermark` (it changes when the figures do)."""
+    key = f"gagar:{name}:" + hashlib.sha256(repr(watermark).encode()).hexdigest()
+    html = cache.get(key)
+    if html is None:
+        html = draw()
         cache.set(key, html, FIGURES_CACHE_S)
-    return mark_safe(html)  # noqa: S308 - rendered by the template above, which escapes
+    return mark_safe(html)  # noqa: S308 - rendered by the templates of `draw`, which escape
 
 
 @require_GET
