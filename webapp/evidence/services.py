@@ -117,8 +117,11 @@ def _leftovers_remove() -> None:
     grader's candidates' trees. A folder in use was made by its task, within the task's hard
     time limit, so one made before both kinds' limits is nobody's. Made: its ctime, which
     `cp -a` (keeping the codebase's mtime) and a candidate's code cannot set back."""
+    root = _data() / "runs"
+    if not root.is_dir():  # no pass or code tool ran here: nothing to make
+        return
     oldest = time.time() - max(work.setting("evidence", "TIME_LIMIT"), work.setting("grading", "TIME_LIMIT"))
-    for entry in workroot().iterdir():
+    for entry in root.iterdir():
         if entry.lstat().st_ctime >= oldest:
             continue
         log.warning("evidence: removing %s, left by a worker that stopped mid-run", entry)
