@@ -43,15 +43,32 @@ class Watch:
 
     def __init__(self, page, origin):
         self.origin = origin
-        self.dialogs, self.errors, self.requests = [], [], []
+        self.dialogs, self.console_errors, self.requests = [], [], []
         page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
-        page.on("console", lambda m: m.type == "error" and self.errors.append(f"{page.url}: {m.text}"))
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
+        page.on("console", lambda m: m.type == "error" and self.console_errors.append(f"{page.url}: {m.text}"))
+        page.on("pageerror", lambda e: self.console_errors.append(str(e)))
         page.on("request", lambda r: self.requests.append(r.url))
         page.add_init_script(
             "document.addEventListener('securitypolicyviolation', e => console.error("
             "'CSP violation', e.violatedDirective, e.sourceFile, e.lineNumber, e.sample, e.blockedURI))"
         )
+
+    @property
+    def errors(self):
+        """Console errors, less htmx's log of a request the test's own navigation aborted.
+
+        htmx logs an aborted request as two errors, `htmx:afterRequest` then `htmx:sendAbort`;
+        a poll in flight when the test leaves the page is aborted by the browser, not failed.
+        A failed request (`htmx:sendError`, `htmx:timeout`) still counts, with its afterRequest.
+        """
+        errors = []
+        for message in self.console_errors:
+            if "htmx:sendAbort" in message:
+                if errors and "htmx:afterRequest" in errors[-1]:
+                    errors.pop()
+                continue
+            errors.append(message)
+        return errors
 
     def foreign_requests(self):
         return [u for u in self.requests if not u.startswith(self.origin) and not u.startswith("data:")]
