@@ -30,7 +30,7 @@ from grading.rankings import FLAGS
 from grading.schedules import SCHEDULES, cap, describe_schedule
 from webapp import work
 from webapp.models import Batch, Group, Trajectory
-from webapp.rankings import FinalRanking, Viewer, corrected_reward, final_rankings, pks_subquery
+from webapp.rankings import FinalRanking, Viewer, corrected_reward, final_rankings, pk_array, pks_subquery
 
 ROW_FIELDS = (
     "group_id", "trajectory_id", "reward", "corrected_reward", "passed", "label", "grpo_advantage", "factor",
@@ -314,10 +314,12 @@ def _trajectories(page: list[tuple[int, str]]) -> list[tuple]:
 def _trajectories_by_group(pks: list[int]) -> dict[int, list[tuple]]:
     """`_trajectories`' rows of the groups `pks`, by group pk, each group's in trajectory id order."""
     if connection.vendor == "postgresql":
-        where, params, order = "group_id = ANY(%s)", [pks], 'CAST(trajectory_id AS TEXT) COLLATE "C"'
+        where, params = "group_id = ANY(%s::bigint[])", [pk_array(pks)]
+        order = 'CAST(trajectory_id AS TEXT) COLLATE "C"'
     else:
         subquery = pks_subquery(pks)
-        where, params, order = f"group_id IN ({subquery.sql})", subquery.params, "trajectory_id"
+        where, params = f"group_id IN ({subquery.sql})", subquery.params
+        order = "trajectory_id"
     table = connection.ops.quote_name(Trajectory._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT group_id, trajectory_id, reward, passed FROM {table} "
@@ -331,42 +333,60 @@ def _chunk(trajectories: list[tuple], group_ids: Mapping[int, str], config: Adva
     """`trajectories`: (group pk, trajectory id, reward, passed), each group's together;
     `group_ids`: group id by pk; `rankings`: the ranking of each group that has one, by pk."""
     n = len(trajectories)
-    group_pks = np.fromiter((t[0] for t in trajectories), dtype=np.int64, count=n)
+    pk_column, id_column, reward_column, passed_column = zip(*trajectories, strict=True) if n else ((),) * 4
+    group_pks = np.array(pk_column, dtype=np.int64)
     new_group = np.ones(n, dtype=bool)
     new_group[1:] = group_pks[1:] != group_pks[:-1]
     starts = np.flatnonzero(new_group)
     group_index = np.cumsum(new_group, dtype=np.intp) - 1
     bounds = np.append(starts, n).tolist()
     pks = group_pks[starts].tolist()
-    trajectory_ids = [t[1] for t in trajectories]
-    rewards = np.fromiter((t[2] for t in trajectories), dtype=np.float64, count=n)
-    passed = np.fromiter((t[3] for t in trajectories), dtype=bool, count=n)
+    trajectory_ids = list(id_column)
+    rewards = np.array(reward_column, dtype=np.float64)
+    passed = np.array(passed_column, dtype=bool)
     corrected, corrected_passed = _corrections(rankings, pks, bounds, trajectory_ids)
     overridden = ~np.isnan(corrected)
     passed[overridden] = corrected_passed[overridden]
-    ranks = np.zeros(n, dtype=np.int64)
-    scores = np.full(n, np.nan)
-    flagged = np.zeros(n, dtype=bool)
+    # Positions and values gathered in lists and set at once: numpy's per-item writes cost
+    # more than the loop itself.
+    ranked: list[int] = []
+    rank_values: list[int] = []
+    score_values: list[float] = []
+    flagged_at: list[int] = []
     flags: dict[int, tuple[str, ...]] = {}
     unused: dict[int, str] = {}  # group position -> why its ranking could not be used
     flag_names = set(config.flag_names)
+    passed_list = passed.tolist()
     for g, pk in enumerate(pks):
         final = rankings.get(pk)
         if final is None:
             continue
-        start, ids = bounds[g], trajectory_ids[bounds[g]:bounds[g + 1]]
-        flags.update((i, final.flags[tid]) for i, tid in enumerate(ids, start) if tid in final.flags)
+        start, end = bounds[g], bounds[g + 1]
+        ids = trajectory_ids[start:end]
+        if final.flags:
+            flags.update((i, final.flags[tid]) for i, tid in enumerate(ids, start) if tid in final.flags)
         rank_of = final.ranks()
-        reason = _unusable(final, rank_of, ids, passed[start:start + len(ids)], config)
+        reason = _unusable(final, rank_of, ids, passed_list[start:end], config)
         if reason:
             unused[g] = reason
             continue
         for i, tid in enumerate(ids, start):
-            if tid in rank_of:
-                ranks[i] = rank_of[tid]
-                flagged[i] = bool(flag_names.intersection(final.flags.get(tid, ())))
-                if config.schedule == "scores":
-                    scores[i] = final.scores[tid]
+            rank = rank_of.get(tid)
+            if rank is None:
+                continue
+            ranked.append(i)
+            rank_values.append(rank)
+            if final.flags and flag_names.intersection(final.flags.get(tid, ())):
+                flagged_at.append(i)
+            if config.schedule == "scores":
+                score_values.append(final.scores[tid])
+    ranks = np.zeros(n, dtype=np.int64)
+    ranks[ranked] = rank_values
+    scores = np.full(n, np.nan)
+    if config.schedule == "scores":
+        scores[ranked] = score_values
+    flagged = np.zeros(n, dtype=bool)
+    flagged[flagged_at] = True
     use_flags = config.w_flag is not None and flagged.any()
     result = gagar_advantages(
         np.where(overridden, corrected, rewards), group_index, passed, ranks,
@@ -418,11 +438,11 @@ def _corrections(rankings: Mapping[int, FinalRanking], pks: list[int], bounds: l
     return corrected, corrected_passed
 
 
-def _unusable(final: FinalRanking, rank_of: dict[str, int], ids: list[str], passed: np.ndarray,
+def _unusable(final: FinalRanking, rank_of: dict[str, int], ids: list[str], passed: list[bool],
               config: AdvantageConfig) -> str:
     """Why `final` cannot rank its group ("" if it can): it must rank exactly the passing
     trajectories and, for the scores schedule, score every one of them."""
-    if set(rank_of) != {tid for tid, p in zip(ids, passed.tolist(), strict=True) if p}:
+    if set(rank_of) != {tid for tid, p in zip(ids, passed, strict=True) if p}:
         return RANKING_MISMATCH
     if config.schedule == "scores" and not (
             final.scores and all(math.isfinite(final.scores.get(t, math.nan)) for t in rank_of)):

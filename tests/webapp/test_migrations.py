@@ -5,7 +5,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from webapp.models import Annotation, Batch, Grading, Group, Trajectory
@@ -63,3 +63,27 @@ def test_a_config_stored_before_flag_caps_keeps_capping_nothing():
     executor.migrate(executor.loader.graph.leaf_nodes())
     assert Batch.objects.get(name="old").advantage_config == {**config, "w_flag": None}
     assert Batch.objects.get(name="new").advantage_config["w_flag"] == 0.5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_trajectory_key_stays_unique_and_on_postgresql_covers_what_exports_read():
+    def definition():
+        if connection.vendor != "postgresql":
+            return None
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'unique_trajectory_in_group'")
+            return cursor.fetchone()[0]
+
+    executor = MigrationExecutor(connection)
+    executor.migrate([("webapp", "0020_evidence")])
+    plain = definition()
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    if connection.vendor == "postgresql":
+        assert "INCLUDE" not in plain and definition().endswith("(group_id, trajectory_id) INCLUDE (reward, passed)")
+    batch = Batch.objects.create(name="b", n_groups=1)
+    group = Group.objects.create(batch=batch, group_id="g1", label="mixed")
+    Trajectory.objects.create(batch=batch, group=group, trajectory_id="t1", reward=1.0, passed=True, content_hash="a")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Trajectory.objects.create(batch=batch, group=group, trajectory_id="t1", reward=0.0, passed=False,
+                                  content_hash="b")

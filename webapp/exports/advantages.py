@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import orjson
@@ -132,15 +133,28 @@ def write_counted(batch: Batch, path: Path, *, viewer: Viewer, format: str, conf
 
 def write_parquet(batch: Batch, chunks: Iterable[AdvantageChunk], path: Path, *,
                   on_progress: Progress | None = None) -> Written:
-    """Write `chunks`, the advantages of `batch` in order (`advantage_chunks`' or
-    `advantage_chunks_of_batches`'), to `path` as Parquet; their counts."""
+    """Write `chunks`, the advantages of `batch` in order (`advantage_chunks`'), to `path` as
+    Parquet, a chunk at a time; their counts."""
     written = Written()
-    with open(path, "wb") as out, pq.ParquetWriter(out, SCHEMA, **PARQUET_OPTIONS) as writer:
-        row_groups = _RowGroups(writer)
-        for chunk in _counted(batch, chunks, written, on_progress):
-            row_groups.write(_table(batch.name, chunk))
-        row_groups.flush()
+    with open(path, "wb") as out:
+        write_tables(advantage_tables(batch, chunks, written, on_progress), out)
     return written
+
+
+def advantage_tables(batch: Batch, chunks: Iterable[AdvantageChunk], written: Written,
+                     on_progress: Progress | None = None) -> Iterator[pa.Table]:
+    """`chunks` of `batch` as Arrow tables of SCHEMA, each counted into `written` once taken."""
+    return (_table(batch.name, chunk) for chunk in _counted(batch, chunks, written, on_progress))
+
+
+def write_tables(tables: Iterable[pa.Table], out: BinaryIO | pa.NativeFile) -> None:
+    """Write `tables`, the rows of one export in order, to `out` as one Parquet file. The
+    bytes depend on the rows only, not on how they were cut into tables."""
+    with pq.ParquetWriter(out, SCHEMA, **PARQUET_OPTIONS) as writer:
+        row_groups = _RowGroups(writer)
+        for table in tables:
+            row_groups.write(table)
+        row_groups.flush()
 
 
 @contextmanager

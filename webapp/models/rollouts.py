@@ -127,6 +127,8 @@ class Trajectory(models.Model):
 
     class Meta:
         constraints = [
+            # On PostgreSQL its index also covers reward and passed (migration 0021; SQLite
+            # has no such index, and Django would then drop the constraint itself).
             models.UniqueConstraint(fields=["group", "trajectory_id"], name="unique_trajectory_in_group")
         ]
         indexes = [models.Index(fields=["batch", "group"])]
