@@ -110,10 +110,11 @@ class Sending:
     broker_error: str = ""
 
 
-def send_after_commit(send_now: Callable[[], None], *, waiting: str) -> Sending:
-    """Run `send_now` once the transaction in progress commits (at once outside one). A broker
-    that refuses is logged, saying what is `waiting` and for what, and kept in the answer;
-    never raised: the rows are committed, and their sweep or first use makes up for it."""
+def send_after_commit(send_now: Callable[[], None], *, waiting: str, derived: bool = False) -> Sending:
+    """Run `send_now` once the transaction in progress commits (at once outside one); `derived`
+    data's as `on_commit_derived` says. A broker that refuses is logged, saying what is
+    `waiting` and for what, and kept in the answer; never raised: the rows are committed, and
+    their sweep or first use makes up for it."""
     sending = Sending()
 
     def after_commit():
@@ -123,8 +124,44 @@ def send_after_commit(send_now: Callable[[], None], *, waiting: str) -> Sending:
             log.warning("%s: %s", waiting, error)
             sending.broker_error = str(error)
 
-    transaction.on_commit(after_commit, robust=True)
+    if derived:
+        on_commit_derived(after_commit)
+    else:
+        transaction.on_commit(after_commit, robust=True)
     return sending
+
+
+_held = threading.local()
+
+
+@contextmanager
+def derived_data_last() -> Iterator[None]:
+    """Within, derived data's hooks (`on_commit_derived`) are held, and registered when the
+    block ends: they run after every other hook of the transaction, the block's included.
+    For an online step: its import asks for renders, the index and figures before its launch
+    asks for gradings, and a free worker process takes the first message sent (a priority
+    orders only what waits), while the trainer waits for the gradings. Use it inside the
+    transaction's `atomic` block, so that it ends first."""
+    if getattr(_held, "hooks", None) is not None:  # nested: the outer block registers them
+        yield
+        return
+    _held.hooks = []
+    try:
+        yield
+        for hook in _held.hooks:
+            transaction.on_commit(hook, robust=True)
+    finally:
+        _held.hooks = None
+
+
+def on_commit_derived(hook: Callable[[], None]) -> None:
+    """Register `hook`, which sends a derived data's recompute, to run on commit; inside
+    `derived_data_last`, when that block ends."""
+    hooks = getattr(_held, "hooks", None)
+    if hooks is None:
+        transaction.on_commit(hook, robust=True)
+    else:
+        hooks.append(hook)
 
 
 # --- claimed work -------------------------------------------------------------------------
@@ -315,15 +352,15 @@ def renders_stale(batch_id: int) -> None:
     """After an import: once it commits, have a worker render the batch's patches (a refusal is
     logged: they are rendered by the first visit of each group)."""
     send_after_commit(lambda: send(RENDER_TASK, [{"batch_id": batch_id}], queue=CPU, priority=DERIVED),
-                      waiting=f"batch {batch_id}: patches render on first view")
+                      waiting=f"batch {batch_id}: patches render on first view", derived=True)
 
 
 def search_stale(batch_id: int) -> None:
     """After an import, in its transaction: give the batch its index state (nothing indexed yet,
     the first import), and once it commits, have a worker index the new rows."""
     SearchState.objects.get_or_create(batch_id=batch_id)
-    send_after_commit(lambda: search_send(batch_id), waiting=f"batch {batch_id}: not indexed for search yet, "
-                                                             "the search sweep sends it later")
+    send_after_commit(lambda: search_send(batch_id), derived=True,
+                      waiting=f"batch {batch_id}: not indexed for search yet, the search sweep sends it later")
 
 
 def search_send(batch_id: int) -> None:
@@ -349,7 +386,7 @@ def figures_stale(batch_id: int, kinds: tuple[str, ...], version: str | None = N
         rows.filter(requested_at__lt=now).update(requested_at=now)
         if newly:
             figures_send()
-    transaction.on_commit(after_commit, robust=True)
+    on_commit_derived(after_commit)
 
 
 def figures_send(countdown: float | None = None) -> bool:
@@ -377,7 +414,7 @@ def run_figures_stale(batch_id: int) -> None:
             # A recompute already queued or running may have read the data before this write: a
             # later request makes it run again.
             BatchFigures.objects.filter(batch_id=batch_id, requested_at__lt=now).update(requested_at=now)
-    transaction.on_commit(after_commit, robust=True)
+    on_commit_derived(after_commit)
 
 
 def run_figures_send(batch_id: int, countdown: float | None = None) -> bool:

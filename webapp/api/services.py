@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from grading.profiles import ProfileError, load_profiles
 from grading.rollouts import RolloutFormatError
+from webapp import work
 from webapp.advantages import advantage_config_update, parse_advantage_config
 from webapp.api.selectors import token_digest
 from webapp.batches.services import ImportResult, batch_import
@@ -122,7 +123,7 @@ def step_submit(*, path: Path, run: str, step: int, grader: str, config: dict | 
             config or {}, base=parse_advantage_config(default_advantage_config())).as_dict()
     except ValueError as error:
         raise InputError([f"config: {error}"]) from None
-    with transaction.atomic():
+    with transaction.atomic(), work.derived_data_last():  # the trainer waits for the gradings, not the renders
         imported = step_import(
             run_name=run, number=step, append=append, retry_ok=True, user=user,
             import_batch=lambda name, extend: rollouts_import(path=path, batch_name=name, user=user,

@@ -28,7 +28,6 @@ import types
 import typing
 from datetime import datetime, timedelta
 
-from django.db import transaction
 from django.utils import timezone
 
 from webapp import work
@@ -91,7 +90,7 @@ def request(parts: list[tuple[str, int | None, str]], *, stored: set[str]) -> No
          for part in new], ignore_conflicts=True)
     old = [part_key(*part) for part in parts if part_key(*part) in stored]
     if new or (old and AuditFigures.objects.filter(key__in=old, requested_at=None).update(requested_at=now)):
-        transaction.on_commit(work.figures_send, robust=True)
+        work.on_commit_derived(work.figures_send)
 
 
 def requested() -> list[tuple[str, int | None, str]]:
