@@ -11,15 +11,16 @@ a chunk of whole groups at a time (`advantage_chunks`); many small ones, a
 run's steps, a window of batches at a time (`advantage_chunks_of_batches`).
 """
 
+import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from itertools import groupby
-from operator import itemgetter
 from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 from django.conf import settings
 from django.db import connection
 from django.db.models import F, QuerySet
@@ -30,7 +31,7 @@ from grading.rankings import FLAGS
 from grading.schedules import SCHEDULES, cap, describe_schedule
 from webapp import work
 from webapp.models import Batch, Group, Trajectory
-from webapp.rankings import FinalRanking, Viewer, corrected_reward, final_rankings, pk_array, pks_subquery
+from webapp.rankings import FinalRanking, Viewer, corrected_reward, final_rankings, pk_array
 
 ROW_FIELDS = (
     "group_id", "trajectory_id", "reward", "corrected_reward", "passed", "label", "grpo_advantage", "factor",
@@ -143,9 +144,10 @@ def ranking_advantage_rows(group: Group, ranking: FinalRanking | None, trajector
     `trajectories` (Trajectory objects of the group) saves the page a query."""
     config = parse_advantage_config(group.batch.advantage_config)
     if trajectories is None:
-        rows = _trajectories([(group.pk, group.group_id)])
+        rows, _ = trajectory_columns([group.pk])
     else:
-        rows = sorted(((group.pk, t.trajectory_id, t.reward, t.passed) for t in trajectories), key=lambda t: t[1])
+        rows = TrajectoryColumns.of(sorted(((group.pk, t.trajectory_id, t.reward, t.passed) for t in trajectories),
+                                           key=lambda t: t[1]))
     return _chunk(rows, {group.pk: group.group_id}, config, {group.pk: ranking} if ranking is not None else {}).rows()
 
 
@@ -221,7 +223,8 @@ def advantage_chunks(batch: Batch, *, viewer: Viewer, config: AdvantageConfig | 
         page = list(next_groups(batch, after, settings.GAGAR_EXPORT_CHUNK_GROUPS))
         if not page:
             return
-        yield _chunk(_trajectories(page), dict(page), config, final_rankings(dict(page), viewer=viewer, lean=True))
+        rows, _ = trajectory_columns([pk for pk, _ in page])
+        yield _chunk(rows, dict(page), config, final_rankings(dict(page), viewer=viewer, lean=True))
         after = page[-1][1]
 
 
@@ -266,18 +269,22 @@ def _window_chunks(window: list[tuple[Batch, AdvantageConfig]], viewer: Viewer
                    ) -> Iterator[tuple[Batch, list[AdvantageChunk]]]:
     """Each batch of `window` with its advantages as one chunk (none for a batch without
     groups), as `advantage_chunks` reads a batch that fits in a chunk; each computed when asked for."""
-    groups = (Group.objects.filter(batch__in=pks_subquery([batch.pk for batch, _ in window]))
+    # The batches as a list: as a subquery, PostgreSQL planned a scan of every group.
+    groups = (Group.objects.filter(batch__in=[batch.pk for batch, _ in window])
               .alias(key=_binary("group_id")).order_by("batch_id", "key").values_list("batch_id", "pk", "group_id"))
     pages: dict[int, list[tuple[int, str]]] = {batch.pk: [] for batch, _ in window}
     for batch_pk, pk, group_id in groups:
         pages[batch_pk].append((pk, group_id))
     pks = [pk for page in pages.values() for pk, _ in page]
-    trajectories = _trajectories_by_group(pks)
+    rows, bounds = trajectory_columns(pks)
     rankings = final_rankings(pks, viewer=viewer, lean=True)
+    first = 0  # the position in `pks` of the batch's first group
     for batch, config in window:
         page = pages.pop(batch.pk)
-        rows = [row for pk, _ in page for row in trajectories.pop(pk, ())]
-        yield batch, [_chunk(rows, dict(page), config, rankings)] if page else []
+        last = first + len(page)
+        chunk = rows.slice(bounds[first], bounds[last])
+        yield batch, [_chunk(chunk, dict(page), config, rankings)] if page else []
+        first = last
 
 
 def next_groups(batch: Batch, after: str | None, n: int) -> QuerySet:
@@ -296,54 +303,101 @@ def _binary(field: str):
     return Collate(field, "C") if connection.vendor == "postgresql" else F(field)
 
 
-def _trajectories(page: list[tuple[int, str]]) -> list[tuple]:
-    """(group pk, trajectory id, reward, passed) of the trajectories of the groups in `page`,
-    (pk, group id) pairs in export order: in that order of groups, then by trajectory id
-    compared as `_binary` does.
+@dataclass(frozen=True)
+class TrajectoryColumns:
+    """Trajectories' (group pk, trajectory id, reward, passed) as columns, each group's together."""
 
-    Plain SQL: a chunk's rows are most of an export's work, and the ORM's per-row
-    conversions took longer than the query. The pks are one parameter (`pks_subquery`). On
-    PostgreSQL, as an array for `= ANY`: its (group, trajectory id) index then gives the
-    rows in group order, sorted only within each group (with the cast: trajectory_id's
-    declared 512 characters make a sort look large enough to plan a scan of the whole table
-    instead). The groups are put in page order here."""
-    by_group = _trajectories_by_group([pk for pk, _ in page])
-    return [row for pk, _ in page for row in by_group.get(pk, ())]
+    group_pk: np.ndarray  # int64
+    trajectory_id: list[str]
+    reward: np.ndarray  # float64
+    passed: np.ndarray  # bool
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple]) -> "TrajectoryColumns":
+        """From (group pk, trajectory id, reward, passed) tuples."""
+        group_pk, trajectory_id, reward, passed = zip(*rows, strict=True) if rows else ((),) * 4
+        return cls(np.array(group_pk, dtype=np.int64), list(trajectory_id), np.array(reward, dtype=np.float64),
+                   np.array(passed, dtype=bool))
+
+    def __len__(self) -> int:
+        return len(self.trajectory_id)
+
+    def slice(self, start: int, end: int) -> "TrajectoryColumns":
+        return TrajectoryColumns(self.group_pk[start:end], self.trajectory_id[start:end], self.reward[start:end],
+                                 self.passed[start:end])
 
 
-def _trajectories_by_group(pks: list[int]) -> dict[int, list[tuple]]:
-    """`_trajectories`' rows of the groups `pks`, by group pk, each group's in trajectory id order."""
-    if connection.vendor == "postgresql":
-        where, params = "group_id = ANY(%s::bigint[])", [pk_array(pks)]
-        order = 'CAST(trajectory_id AS TEXT) COLLATE "C"'
-    else:
-        subquery = pks_subquery(pks)
-        where, params = f"group_id IN ({subquery.sql})", subquery.params
-        order = "trajectory_id"
+_CSV_COLUMNS = {"position": pa.int64(), "group_pk": pa.int64(), "trajectory_id": pa.string(), "reward": pa.float64(),
+                "passed": pa.bool_()}
+
+
+def trajectory_columns(pks: list[int]) -> tuple[TrajectoryColumns, list[int]]:
+    """The trajectories of the groups `pks` in that order of groups, then by trajectory id
+    compared as `_binary` does; and where each group's rows start, with the end last
+    (len(pks) + 1 offsets: group i's rows are bounds[i]:bounds[i + 1]).
+
+    The pks are one parameter, an array (PostgreSQL) or JSON (SQLite) whose positions order
+    the groups. On PostgreSQL the rows come by COPY as CSV and pyarrow parses them into
+    columns: an export reads every trajectory, and a Python tuple per row cost more than
+    the query. The unique (group, trajectory id) index covers reward and passed, so the
+    rows are read from the index alone (with the cast: trajectory_id's declared 512
+    characters make a sort look large enough to plan a scan of the whole table instead)."""
     table = connection.ops.quote_name(Trajectory._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT group_id, trajectory_id, reward, passed FROM {table} "
-                       f"WHERE {where} ORDER BY group_id, {order}", params)
-        rows = cursor.fetchall()
-    return {pk: list(rows) for pk, rows in groupby(rows, key=itemgetter(0))}
+    if connection.vendor == "postgresql":
+        columns = _copied_columns(
+            f"SELECT p.position, t.group_id, t.trajectory_id, t.reward, t.passed "
+            f"FROM unnest(%s::bigint[]) WITH ORDINALITY AS p(pk, position) JOIN {table} t ON t.group_id = p.pk "
+            f'ORDER BY p.position, CAST(t.trajectory_id AS TEXT) COLLATE "C"', [pk_array(pks)])
+        position, rows = columns["position"], TrajectoryColumns(
+            columns["group_pk"], columns["trajectory_id"], columns["reward"], columns["passed"])
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT p.key + 1, t.group_id, t.trajectory_id, t.reward, t.passed "
+                           f"FROM json_each(%s) p JOIN {table} t ON t.group_id = p.value "
+                           f"ORDER BY p.key, t.trajectory_id", [json.dumps(list(pks))])
+            found = cursor.fetchall()
+        position = np.array([row[0] for row in found], dtype=np.int64)
+        rows = TrajectoryColumns.of([row[1:] for row in found])
+    bounds = np.searchsorted(position, np.arange(1, len(pks) + 2), side="left").tolist()
+    return rows, bounds
 
 
-def _chunk(trajectories: list[tuple], group_ids: Mapping[int, str], config: AdvantageConfig,
+def _copied_columns(query: str, params: list) -> dict:
+    """The rows of `query` (columns as in _CSV_COLUMNS), copied out as CSV and parsed by pyarrow."""
+    data = bytearray()
+    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)",
+                                                           params) as copy:
+        for block in copy:
+            data += block
+    if not data:
+        table = pa.table({name: pa.array([], kind) for name, kind in _CSV_COLUMNS.items()})
+    else:
+        table = pa_csv.read_csv(
+            pa.py_buffer(data),
+            read_options=pa_csv.ReadOptions(column_names=list(_CSV_COLUMNS), use_threads=False),
+            parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+            convert_options=pa_csv.ConvertOptions(column_types=_CSV_COLUMNS, true_values=["t"], false_values=["f"],
+                                                  strings_can_be_null=False, quoted_strings_can_be_null=False))
+    return {"position": table["position"].to_numpy(), "group_pk": table["group_pk"].to_numpy(),
+            "trajectory_id": table["trajectory_id"].to_pylist(), "reward": table["reward"].to_numpy(),
+            "passed": table["passed"].to_numpy(zero_copy_only=False)}
+
+
+def _chunk(trajectories: TrajectoryColumns, group_ids: Mapping[int, str], config: AdvantageConfig,
            rankings: Mapping[int, FinalRanking]) -> AdvantageChunk:
-    """`trajectories`: (group pk, trajectory id, reward, passed), each group's together;
-    `group_ids`: group id by pk; `rankings`: the ranking of each group that has one, by pk."""
+    """`trajectories`: each group's together; `group_ids`: group id by pk; `rankings`: the
+    ranking of each group that has one, by pk."""
     n = len(trajectories)
-    pk_column, id_column, reward_column, passed_column = zip(*trajectories, strict=True) if n else ((),) * 4
-    group_pks = np.array(pk_column, dtype=np.int64)
+    group_pks = trajectories.group_pk
     new_group = np.ones(n, dtype=bool)
     new_group[1:] = group_pks[1:] != group_pks[:-1]
     starts = np.flatnonzero(new_group)
     group_index = np.cumsum(new_group, dtype=np.intp) - 1
     bounds = np.append(starts, n).tolist()
     pks = group_pks[starts].tolist()
-    trajectory_ids = list(id_column)
-    rewards = np.array(reward_column, dtype=np.float64)
-    passed = np.array(passed_column, dtype=bool)
+    trajectory_ids = trajectories.trajectory_id
+    rewards = trajectories.reward
+    passed = trajectories.passed.copy()  # corrected below
     corrected, corrected_passed = _corrections(rankings, pks, bounds, trajectory_ids)
     overridden = ~np.isnan(corrected)
     passed[overridden] = corrected_passed[overridden]

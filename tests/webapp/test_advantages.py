@@ -12,10 +12,11 @@ from webapp.advantages import (
     advantage_histogram,
     advantage_rows,
     parse_advantage_config,
+    trajectory_columns,
 )
 from webapp.grading.services import grading_launch
 from webapp.grading.worker import gradings_process
-from webapp.models import Group
+from webapp.models import Batch, Group, Trajectory
 from webapp.rankings import UNRESTRICTED, final_rankings
 
 pytestmark = pytest.mark.django_db
@@ -141,3 +142,27 @@ def test_the_advantages_command_keeps_the_batchs_flag_cap(graded, capsys):
     call_command("advantages", batch="sample", format="jsonl", w_min=0.4)
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {r["factor"] for r in rows if "reward_hacking" in r["flags"]} == {0.05}
+
+
+def test_the_trajectories_read_back_exactly_whatever_their_ids_and_rewards():
+    # PostgreSQL hands them over as CSV (COPY), parsed by pyarrow: quotes, separators, line
+    # breaks and numbers in ids, and rewards whose decimal text is not short, come back as stored.
+    batch = Batch.objects.create(name="odd", n_groups=2)
+    stored = {"g2": [('say "hi", then\nleave', 1 / 3), ("007", -2.5e-8), ("t,1", 1e-300)],
+              "g1": [("ünï", 0.1 + 0.2), ("t", 123456789.123456789), ("f", 2.0 ** 60)]}
+    pks = []
+    for group_id, trajectories in stored.items():
+        group = Group.objects.create(batch=batch, group_id=group_id, label="mixed")
+        pks.append(group.pk)
+        for tid, reward in trajectories:
+            Trajectory.objects.create(batch=batch, group=group, trajectory_id=tid, reward=reward,
+                                      passed=reward > 0.2, content_hash=tid)
+    rows, bounds = trajectory_columns([*pks, pks[0]])  # in the order given, a group asked twice read twice
+    expected = [(pk, tid, reward, reward > 0.2) for pk, trajectories in zip([*pks, pks[0]], [
+        *stored.values(), stored["g2"]], strict=True) for tid, reward in sorted(trajectories)]
+    got = list(zip(rows.group_pk.tolist(), rows.trajectory_id, rows.reward.tolist(), rows.passed.tolist(), strict=True))
+    assert got == expected
+    assert bounds == [0, 3, 6, 9]
+    empty = Group.objects.create(batch=batch, group_id="g3", label="mixed")  # nothing to copy out
+    rows, bounds = trajectory_columns([empty.pk])
+    assert (len(rows), bounds) == (0, [0, 0])

@@ -32,7 +32,7 @@ from grading.profiles import LLM_GRADERS
 from grading.rankings import ranks_from_tiers
 from grading.rates import Rate, wilson
 from grading.workspace import Workspace
-from webapp.advantages import _chunk, parse_advantage_config
+from webapp.advantages import TrajectoryColumns, _chunk, parse_advantage_config
 from webapp.models import Annotation, Batch, Grading, Group, ReferenceProxy, Trajectory
 from webapp.rankings import FinalRanking
 
@@ -277,9 +277,9 @@ def _advantages(version: str, by_group: dict[int, _Graded], data: dict[int, _Gro
         if group in data:
             by_batch[data[group].batch].append(group)
     for batch, groups in by_batch.items():
-        rows = [(group, tid, reward, passed) for group in groups
-                for tid, reward, passed in zip(data[group].ids, data[group].rewards, data[group].passed,
-                                               strict=True)]
+        rows = TrajectoryColumns.of([(group, tid, reward, passed) for group in groups
+                                     for tid, reward, passed in zip(data[group].ids, data[group].rewards,
+                                                                    data[group].passed, strict=True)])
         rankings = {group: FinalRanking(
             tiers=by_group[group].tiers, flags={t: tuple(f) for t, f in by_group[group].flags.items() if f},
             scores=by_group[group].scores, source="grader", grading_id=by_group[group].pk, grader_version=version,

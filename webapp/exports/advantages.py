@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import BinaryIO
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.dataset as pa_dataset
 import pyarrow.parquet as pq
 
 from webapp.advantages import MISSING_SCORES, RANKING_MISMATCH, AdvantageChunk, AdvantageConfig, advantage_chunks
@@ -59,6 +60,7 @@ PARQUET_OPTIONS = {
     "write_page_index": False,
 }
 ROW_GROUP_ROWS = 65_536
+PART_FILE = "part-{i}.parquet"  # `write_parts`' name of a part's file
 # A ranking that cannot apply (a group's advantages fell back to GRPO's), as opposed to one
 # that applies and leaves them as they are (a single passing trajectory, equal factors).
 UNUSABLE = (RANKING_MISMATCH, MISSING_SCORES)
@@ -157,6 +159,26 @@ def write_tables(tables: Iterable[pa.Table], out: BinaryIO | pa.NativeFile) -> N
         row_groups.flush()
 
 
+def write_parts(parts: Sequence[tuple[int, Sequence[pa.Table]]], folder: Path, *, column: str) -> dict[int, Path]:
+    """Write each part's tables (key, tables), rows in order, as one Parquet file in
+    folder/<column>=<key>/, with the bytes `write_tables` gives them (the same options and
+    row groups); the file of each key. One call of pyarrow's dataset writer writes them
+    all, encoding on its own threads without the GIL: a Python thread writing small files
+    one by one spent most of its time waiting for the GIL. The writer makes no file for a
+    part without rows: give none."""
+    if not parts:
+        return {}
+    whole = pa.concat_tables([table.append_column(column, pa.repeat(pa.scalar(key, pa.int64()), table.num_rows))
+                              for key, tables in parts for table in tables])
+    pa_dataset.write_dataset(
+        whole, folder, format="parquet", file_options=pa_dataset.ParquetFileFormat().make_write_options(
+            **PARQUET_OPTIONS),
+        partitioning=pa_dataset.partitioning(pa.schema([(column, pa.int64())]), flavor="hive"),
+        basename_template=PART_FILE, existing_data_behavior="overwrite_or_ignore", preserve_order=True,
+        max_rows_per_file=0, max_rows_per_group=ROW_GROUP_ROWS, min_rows_per_group=ROW_GROUP_ROWS)
+    return {key: folder / f"{column}={key}" / PART_FILE.format(i=0) for key, _ in parts}
+
+
 @contextmanager
 def collecting_new_objects_only():
     """Keep the cyclic garbage collector's passes to the objects made from here on. An
@@ -197,34 +219,37 @@ def _jsonl(batch: str, chunk: AdvantageChunk) -> bytes:
     return b"\n".join(lines)
 
 
+PER_GROUP = ("group_id", "label", "source", "source_reason", "grader", "grader_version", "ranking_version")
+
+
 def _table(batch: str, chunk: AdvantageChunk) -> pa.Table:
-    n, groups = len(chunk), chunk.group_index
-
-    def per_group(values: list) -> pa.Array:
-        return pa.array(values, pa.string()).take(groups)
-
+    n = len(chunk)
+    # The columns with one value per group, spread to their trajectories by one take.
+    per_group = pa.table([pa.array(values, pa.string()) for values in (
+        chunk.group_ids, chunk.label, chunk.source, chunk.source_reason, chunk.grader, chunk.grader_version,
+        chunk.ranking_version)], names=PER_GROUP).take(chunk.group_index)
     # `reward_for_trainer` is `advantage`: GAGAR advantages sum to zero in a group, so a
     # trainer that subtracts the group mean (without std scaling) gives them back unchanged.
     advantage = pa.array(chunk.advantage, pa.float64())
     return pa.Table.from_arrays([
         pa.repeat(pa.scalar(batch, pa.string()), n),
-        per_group(chunk.group_ids),
+        per_group["group_id"],
         pa.array(chunk.trajectory_ids, pa.string()),
         pa.array(chunk.reward, pa.float64()),
         pa.array(chunk.corrected_reward, pa.float64(), mask=np.isnan(chunk.corrected_reward)),
         pa.array(chunk.passed, pa.bool_()),
-        per_group(chunk.label),
+        per_group["label"],
         pa.array(chunk.grpo_advantage, pa.float64()),
         pa.array(chunk.factor, pa.float64(), mask=np.isnan(chunk.factor)),
         pa.array(chunk.rank.astype(np.int32), pa.int32(), mask=chunk.rank == 0),
         advantage,
         advantage,
-        per_group(chunk.source),
-        per_group(chunk.source_reason),
+        per_group["source"],
+        per_group["source_reason"],
         _flags(chunk),
-        per_group(chunk.grader),
-        per_group(chunk.grader_version),
-        per_group(chunk.ranking_version),
+        per_group["grader"],
+        per_group["grader_version"],
+        per_group["ranking_version"],
     ], schema=SCHEMA)
 
 

@@ -5,15 +5,18 @@ import io
 import json
 import tarfile
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.webapp.annotationdata import save, set_policy
 from tests.webapp.runs.rundata import grade, import_step, step_records
 from webapp import advantages
 from webapp.advantages import advantage_chunks_of_batches, advantage_config_update, parse_advantage_config
+from webapp.exports import advantages as export_advantages
 from webapp.exports.advantages import write_counted
 from webapp.models import Batch, Group, Run, RunStep
 from webapp.rankings import UNRESTRICTED, RankingsHidden, Viewer
+from webapp.runs import exports
 from webapp.runs.exports import run_dataset_tar, write_run_dataset
 
 pytestmark = pytest.mark.django_db
@@ -69,10 +72,10 @@ def test_each_steps_file_is_its_batchs_own_export_when_steps_are_read_together(r
 
 def test_steps_are_read_a_window_at_a_time_and_a_larger_step_alone(run, tmp_path, monkeypatch):
     alone, reads = [], []
-    read_alone, read_rows = advantages.advantage_chunks, advantages._trajectories_by_group
+    read_alone, read_rows = advantages.advantage_chunks, advantages.trajectory_columns
     monkeypatch.setattr(advantages, "advantage_chunks",
                         lambda batch, **kw: alone.append(batch.name) or read_alone(batch, **kw))
-    monkeypatch.setattr(advantages, "_trajectories_by_group", lambda pks: reads.append(len(pks)) or read_rows(pks))
+    monkeypatch.setattr(advantages, "trajectory_columns", lambda pks: reads.append(len(pks)) or read_rows(pks))
     write_run_dataset(run, tmp_path / "run", viewer=UNRESTRICTED, allow_ungraded=True)
     assert alone == ["r/step-3"]
     assert reads == [12, 6, 13, 7, 6]  # steps 0 and 1, step 2, step 3's two chunks, steps 4 and 5
@@ -101,3 +104,27 @@ def test_a_step_hidden_from_the_viewer_refuses_the_export_before_anything_is_wri
         run_step__run=run).order_by("run_step__number")]
     with pytest.raises(RankingsHidden, match="r/step-5"):  # the reader itself, before its first window
         next(advantage_chunks_of_batches(steps, viewer=viewer))
+
+
+def test_a_step_larger_than_a_window_is_written_as_it_is_read_after_the_steps_before(run, tmp_path, monkeypatch):
+    streamed = []  # (batch, the step files already there)
+    stream = exports.write_parquet
+
+    def spy(batch, chunks, path):
+        streamed.append((batch.name, sorted(p.parent.name for p in (tmp_path / "run").glob("step=*/*.parquet"))))
+        return stream(batch, chunks, path)
+
+    monkeypatch.setattr(exports, "write_parquet", spy)
+    manifest = write_run_dataset(run, tmp_path / "run", viewer=UNRESTRICTED, allow_ungraded=True)
+    assert streamed == [("r/step-3", ["step=0", "step=1", "step=2"])]  # 20 groups: read a chunk at a time
+    assert [entry["step"] for entry in manifest["steps"]] == [0, 1, 2, 3, 4, 5]
+
+
+def test_steps_written_together_keep_their_batch_exports_bytes_across_row_groups(run, tmp_path, monkeypatch):
+    monkeypatch.setattr(export_advantages, "ROW_GROUP_ROWS", 4)  # several row groups in every file
+    expected = batch_exports(run, tmp_path / "batches", UNRESTRICTED)
+    manifest = write_run_dataset(run, tmp_path / "run", viewer=UNRESTRICTED, allow_ungraded=True)
+    for entry in manifest["steps"]:
+        data = (tmp_path / "run" / entry["path"]).read_bytes()
+        assert data == expected[entry["step"]][0]
+        assert pq.ParquetFile(io.BytesIO(data)).metadata.num_row_groups == -(-entry["rows"] // 4)
