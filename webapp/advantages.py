@@ -185,6 +185,32 @@ class AdvantageChunk:
     def __len__(self) -> int:
         return len(self.trajectory_ids)
 
+    @classmethod
+    def concatenated(cls, chunks: Sequence["AdvantageChunk"]) -> "AdvantageChunk":
+        """The rows of `chunks` one after the other, their groups numbered on."""
+        if len(chunks) == 1:
+            return chunks[0]
+        rows = np.cumsum([0, *(len(c) for c in chunks)]).tolist()
+        groups = np.cumsum([0, *(len(c.group_ids) for c in chunks)]).tolist()
+
+        def joined(name: str) -> list:
+            return [value for c in chunks for value in getattr(c, name)]
+
+        def stacked(name: str) -> np.ndarray:
+            return np.concatenate([getattr(c, name) for c in chunks])
+
+        return cls(
+            group_ids=joined("group_ids"),
+            group_index=np.concatenate([c.group_index + first for c, first in zip(chunks, groups, strict=False)]),
+            trajectory_ids=joined("trajectory_ids"), reward=stacked("reward"),
+            corrected_reward=stacked("corrected_reward"), passed=stacked("passed"),
+            grpo_advantage=stacked("grpo_advantage"), factor=stacked("factor"), rank=stacked("rank"),
+            advantage=stacked("advantage"),
+            flags={i + first: f for c, first in zip(chunks, rows, strict=False) for i, f in c.flags.items()},
+            label=joined("label"), source=joined("source"), source_reason=joined("source_reason"),
+            grader=joined("grader"), grader_version=joined("grader_version"), ranking_version=joined("ranking_version"),
+        )
+
     def rows(self) -> list[dict]:
         """One dict of ROW_FIELDS per trajectory."""
         per_group = list(zip(self.group_ids, self.label, self.source, self.source_reason, self.grader,

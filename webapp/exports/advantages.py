@@ -139,14 +139,22 @@ def write_parquet(batch: Batch, chunks: Iterable[AdvantageChunk], path: Path, *,
     Parquet, a chunk at a time; their counts."""
     written = Written()
     with open(path, "wb") as out:
-        write_tables(advantage_tables(batch, chunks, written, on_progress), out)
+        write_tables((_table(batch.name, chunk) for chunk in _counted(batch, chunks, written, on_progress)), out)
     return written
 
 
-def advantage_tables(batch: Batch, chunks: Iterable[AdvantageChunk], written: Written,
-                     on_progress: Progress | None = None) -> Iterator[pa.Table]:
-    """`chunks` of `batch` as Arrow tables of SCHEMA, each counted into `written` once taken."""
-    return (_table(batch.name, chunk) for chunk in _counted(batch, chunks, written, on_progress))
+def counted(batch: Batch, chunks: Iterable[AdvantageChunk], written: Written) -> list[AdvantageChunk]:
+    """`chunks` of `batch`, all taken and counted into `written`."""
+    return list(_counted(batch, chunks, written, None))
+
+
+def parts_table(parts: Sequence[tuple[str, Sequence[AdvantageChunk]]]) -> pa.Table:
+    """The rows of each part (batch name, its chunks in order), one part after the other, as
+    one table of SCHEMA: what `write_parquet` writes of each. One table for many small
+    batches: building a table has a cost per call that was a sixth of a run's export."""
+    chunks = [chunk for _, part in parts for chunk in part]
+    names = np.repeat(np.array([name for name, part in parts for _ in part], dtype=object), [len(c) for c in chunks])
+    return _table(pa.array(names, pa.string()), AdvantageChunk.concatenated(chunks))
 
 
 def write_tables(tables: Iterable[pa.Table], out: BinaryIO | pa.NativeFile) -> None:
@@ -159,24 +167,20 @@ def write_tables(tables: Iterable[pa.Table], out: BinaryIO | pa.NativeFile) -> N
         row_groups.flush()
 
 
-def write_parts(parts: Sequence[tuple[int, Sequence[pa.Table]]], folder: Path, *, column: str) -> dict[int, Path]:
-    """Write each part's tables (key, tables), rows in order, as one Parquet file in
-    folder/<column>=<key>/, with the bytes `write_tables` gives them (the same options and
-    row groups); the file of each key. One call of pyarrow's dataset writer writes them
-    all, encoding on its own threads without the GIL: a Python thread writing small files
-    one by one spent most of its time waiting for the GIL. The writer makes no file for a
-    part without rows: give none."""
-    if not parts:
-        return {}
-    whole = pa.concat_tables([table.append_column(column, pa.repeat(pa.scalar(key, pa.int64()), table.num_rows))
-                              for key, tables in parts for table in tables])
+def write_parts(table: pa.Table, keys: np.ndarray, folder: Path, *, column: str) -> dict[int, Path]:
+    """Write the rows of `table` of each key (`keys`, one per row, each key's rows together)
+    as one Parquet file in folder/<column>=<key>/, with the bytes `write_tables` gives them
+    (the same options and row groups); the file of each key. One call of pyarrow's dataset
+    writer writes them all, encoding on its own threads without the GIL: a Python thread
+    writing small files one by one spent most of its time waiting for the GIL. A key
+    without rows gets no file."""
     pa_dataset.write_dataset(
-        whole, folder, format="parquet", file_options=pa_dataset.ParquetFileFormat().make_write_options(
-            **PARQUET_OPTIONS),
+        table.append_column(column, pa.array(keys, pa.int64())), folder, format="parquet",
+        file_options=pa_dataset.ParquetFileFormat().make_write_options(**PARQUET_OPTIONS),
         partitioning=pa_dataset.partitioning(pa.schema([(column, pa.int64())]), flavor="hive"),
         basename_template=PART_FILE, existing_data_behavior="overwrite_or_ignore", preserve_order=True,
         max_rows_per_file=0, max_rows_per_group=ROW_GROUP_ROWS, min_rows_per_group=ROW_GROUP_ROWS)
-    return {key: folder / f"{column}={key}" / PART_FILE.format(i=0) for key, _ in parts}
+    return {key: folder / f"{column}={key}" / PART_FILE.format(i=0) for key in np.unique(keys).tolist()}
 
 
 @contextmanager
@@ -222,7 +226,8 @@ def _jsonl(batch: str, chunk: AdvantageChunk) -> bytes:
 PER_GROUP = ("group_id", "label", "source", "source_reason", "grader", "grader_version", "ranking_version")
 
 
-def _table(batch: str, chunk: AdvantageChunk) -> pa.Table:
+def _table(batch: str | pa.Array, chunk: AdvantageChunk) -> pa.Table:
+    """`chunk`'s rows, of the batch named `batch` (or per row, an array)."""
     n = len(chunk)
     # The columns with one value per group, spread to their trajectories by one take.
     per_group = pa.table([pa.array(values, pa.string()) for values in (
@@ -232,7 +237,7 @@ def _table(batch: str, chunk: AdvantageChunk) -> pa.Table:
     # trainer that subtracts the group mean (without std scaling) gives them back unchanged.
     advantage = pa.array(chunk.advantage, pa.float64())
     return pa.Table.from_arrays([
-        pa.repeat(pa.scalar(batch, pa.string()), n),
+        pa.repeat(pa.scalar(batch, pa.string()), n) if isinstance(batch, str) else batch,
         per_group["group_id"],
         pa.array(chunk.trajectory_ids, pa.string()),
         pa.array(chunk.reward, pa.float64()),

@@ -30,17 +30,24 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
+import numpy as np
 import orjson
-import pyarrow as pa
 from django.conf import settings
 from django.utils import timezone
 
-from webapp.advantages import SOURCES, AdvantageConfig, advantage_chunks_of_batches, parse_advantage_config
+from webapp.advantages import (
+    SOURCES,
+    AdvantageChunk,
+    AdvantageConfig,
+    advantage_chunks_of_batches,
+    parse_advantage_config,
+)
 from webapp.exports.advantages import (
     SCHEMA,
     Written,
-    advantage_tables,
     collecting_new_objects_only,
+    counted,
+    parts_table,
     write_parquet,
     write_parts,
     write_tables,
@@ -76,10 +83,10 @@ def write_steps(steps: list[RunStep], folder: Path, *, viewer: Viewer) -> Iterat
     """Write each step's file in `folder`, at its `step_path`; each step's manifest entry once
     its file is written, in order.
 
-    The steps are read a window at a time and their tables made here, while a thread has
-    pyarrow write the files of the STEPS_PER_WRITE steps before in one call (`write_parts`):
-    writing was a third of the export's time, and it overlaps the reading. At most two such
-    writes wait, so memory stays flat. A step too large for a window is read a chunk at a
+    The steps are read a window at a time here, and every STEPS_PER_WRITE of them made one
+    table, whose files a thread has pyarrow write in one call (`write_parts`) while the next
+    steps are read: writing was a third of the export's time. At most two such writes wait,
+    so memory stays flat. A step too large for a window is read a chunk at a
     time and written here as it is read, after the steps before it."""
     configs = [parse_advantage_config(step.batch.advantage_config) for step in steps]
     read = advantage_chunks_of_batches([(step.batch, config) for step, config in zip(steps, configs, strict=True)],
@@ -88,8 +95,14 @@ def write_steps(steps: list[RunStep], folder: Path, *, viewer: Viewer) -> Iterat
     writing: deque[tuple[list[_Step], Future]] = deque()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="run-export") as writer, collecting_new_objects_only():
         def write_gathered():
-            parts = [(s.step.number, s.tables) for s in gathered if s.written.rows]
-            writing.append((gathered[:], writer.submit(write_parts, parts, folder, column="step")))
+            keys = np.repeat([s.step.number for s in gathered], [s.written.rows for s in gathered])
+            if keys.size:
+                table = parts_table([(s.step.batch.name, s.chunks) for s in gathered])
+                write = writer.submit(write_parts, table, keys, folder, column="step")
+            else:  # steps without rows only: nothing for pyarrow to write
+                write = Future()
+                write.set_result({})
+            writing.append((gathered[:], write))
             gathered.clear()
 
         for step, config, (_, chunks) in zip(steps, configs, read, strict=True):
@@ -103,7 +116,7 @@ def write_steps(steps: list[RunStep], folder: Path, *, viewer: Viewer) -> Iterat
                 yield _entry(step, config, write_parquet(step.batch, chunks, path), path)
                 continue
             written = Written()
-            gathered.append(_Step(step, config, written, list(advantage_tables(step.batch, chunks, written))))
+            gathered.append(_Step(step, config, written, counted(step.batch, chunks, written)))
             if len(gathered) == STEPS_PER_WRITE:
                 write_gathered()
             if len(writing) > 1:
@@ -119,7 +132,7 @@ class _Step:
     step: RunStep
     config: AdvantageConfig
     written: Written
-    tables: list[pa.Table]
+    chunks: list[AdvantageChunk]
 
 
 def _written(steps: list[_Step], write: Future, folder: Path) -> Iterator[dict]:
@@ -132,7 +145,7 @@ def _written(steps: list[_Step], write: Future, folder: Path) -> Iterator[dict]:
         else:  # no rows, for which the dataset writer makes no file: the schema and no row group
             path.parent.mkdir(parents=True)
             with path.open("wb") as out:
-                write_tables(s.tables, out)
+                write_tables([], out)
         yield _entry(s.step, s.config, s.written, path)
 
 

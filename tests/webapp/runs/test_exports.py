@@ -128,3 +128,13 @@ def test_steps_written_together_keep_their_batch_exports_bytes_across_row_groups
         data = (tmp_path / "run" / entry["path"]).read_bytes()
         assert data == expected[entry["step"]][0]
         assert pq.ParquetFile(io.BytesIO(data)).metadata.num_row_groups == -(-entry["rows"] // 4)
+
+
+def test_a_run_of_empty_steps_exports_a_file_of_no_rows_per_step(tmp_path):
+    run = Run.objects.create(name="empty")
+    for number in (0, 1):
+        RunStep.objects.create(run=run, number=number, batch=Batch.objects.create(name=f"empty/step-{number}"))
+    manifest = write_run_dataset(run, tmp_path / "run", viewer=UNRESTRICTED)
+    assert [(entry["step"], entry["rows"]) for entry in manifest["steps"]] == [(0, 0), (1, 0)]
+    for entry in manifest["steps"]:
+        assert pq.read_table(tmp_path / "run" / entry["path"]).num_rows == 0
