@@ -9,8 +9,9 @@ A step is 64 groups x 16 trajectories (10 passing with patches that differ in qu
   then the core's `gagar_advantages` on its rankings: what a trainer calling the grader
   itself would pay, with no app, database or broker;
 - API: `Client.grade_step` against the app served by `manage.py runserver` (threaded,
-  in its own process), with one `celery worker` of 2 processes on Redis and PostgreSQL,
-  all started beforehand on this machine: from the call to the rewards returned, over
+  in its own process), with one `celery worker` of 2 processes on the cpu queue and one
+  of 1 process at nice 10 on the derived queue (docs/deployment.md), on Redis and
+  PostgreSQL, all started beforehand on this machine: from the call to the rewards returned, over
   repeated steps (each step a new batch). Every step's rewards are checked against the
   floor's.
 
@@ -22,8 +23,8 @@ workers (first claim to last result), answer (until the rewards are back).
 Then the same steps again while another batch's figures are being computed (issue 26): a
 batch of --busy-groups groups of 16 (1M trajectories), built in bulk as bench/runs.py builds
 its big batch, whose figures are requested again as soon as the same worker stored them
-(`run_figures_stale`, the worker's `run_figures` task), so that the worker is recomputing
-them through the steps. The target is checked against the quiet floor.
+(`run_figures_stale`, the `run_figures` task), so that the derived queue's worker is
+recomputing them through the steps. The target is checked against the quiet floor.
 """
 
 import argparse
@@ -209,6 +210,10 @@ def report(measured: dict, quiet_floor: float) -> None:
           f"{'met' if p95 <= target else 'MISSED'}")
     medians = {name: 1000 * statistics.median(p[name] for p in parts) for name in parts[0]}
     print("where the API's time goes (medians): " + ", ".join(f"{k} {v:.0f} ms" for k, v in medians.items()))
+    slowest = sorted(zip(latencies, parts, strict=True), key=lambda pair: pair[0])[-2:]
+    print("the two slowest steps: " + "; ".join(
+        f"{1000 * total:.0f} ms (" + ", ".join(f"{k} {1000 * v:.0f}" for k, v in p.items()) + ")"
+        for total, p in reversed(slowest)))
 
 
 def main() -> None:
@@ -247,6 +252,7 @@ def main() -> None:
     port = free_port()
     app = serve(env, port, tmp / "app.log")
     worker = start_worker(env, args.processes, tmp / "worker.log")
+    derived = start_worker(env, 1, tmp / "derived.log", queues="derived", nice=10)
     config = default_advantage_config() | {"w_flag": None}
     n = args.warmup + args.steps
     try:
@@ -261,7 +267,7 @@ def main() -> None:
             busy.start()
             loaded = steps(client, range(n, 2 * n), args.warmup, config, before_step=busy.again)
     finally:
-        for proc in (worker, app):
+        for proc in (worker, derived, app):
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(30)
         import redis
@@ -272,10 +278,12 @@ def main() -> None:
 
     quiet_floor = statistics.median(quiet["floors"])
     print(f"step: {GROUPS} groups x {SIZE} trajectories ({PASSING} passing); {args.steps} steps after "
-          f"{args.warmup} warm-up; {args.processes} worker processes, Redis, PostgreSQL, runserver; "
+          f"{args.warmup} warm-up; {args.processes} worker processes on cpu and 1 at nice 10 on derived, Redis, "
+          f"PostgreSQL, runserver; "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} after the run")
     report(quiet, quiet_floor)
-    print(f"\nwhile the same worker recomputes the figures of a batch of {args.busy_groups:,} groups x {BUSY_SIZE} "
+    print(f"\nwhile the derived data's worker recomputes the figures of a batch of {args.busy_groups:,} groups x "
+          f"{BUSY_SIZE} "
           f"(built in {built:.0f} s; computes finished, the first before the steps: "
           f"{', '.join(f'{s:.1f}' for s in busy.seconds)} s), the target against the quiet floor:")
     report(loaded, quiet_floor)

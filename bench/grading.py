@@ -93,11 +93,13 @@ def in_process(batch, repeats: int = 3) -> tuple[float, int]:
     return best, len(views)
 
 
-def start_worker(env: dict, processes: int, log: Path) -> subprocess.Popen:
+def start_worker(env: dict, processes: int, log: Path, *, queues: str = "cpu", nice: int = 0) -> subprocess.Popen:
+    """A `celery worker` of `processes` on `queues`, at `nice` (as docs/deployment.md runs them)."""
     out = log.open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", "cpu", "-c", str(processes),
-         "-l", "warning", "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", "bench@%h"],
+        ["nice", "-n", str(nice), sys.executable, "-m", "celery", "-A", "workers", "worker", "-Q", queues,
+         "-c", str(processes), "-l", "warning", "--without-gossip", "--without-mingle", "--without-heartbeat",
+         "-n", f"bench-{queues.replace(',', '-')}@%h"],
         cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -21,7 +21,7 @@ source scripts/evidence_demo.sh  # the sandbox and the codebase store, before th
 
 # The worker runs in the background with the periodic sweep (-B); the trap stops it
 # however this script ends: Ctrl-C, kill, or an error.
-"$PY" -m celery -A workers worker -Q cpu,gpu --concurrency 2 -B -l warning &
+"$PY" -m celery -A workers worker -Q cpu,gpu,derived --concurrency 2 -B -l warning &
 WORKER=$!
 stop_worker() {
     trap - EXIT INT TERM

@@ -11,7 +11,7 @@ transport under CELERY_BROKER_DIR, so one machine still runs a real, separate
 worker process with no broker server. Grading rows in the database hold the
 state; there is no result backend.
 
-    celery -A workers worker -Q cpu,gpu --concurrency 2
+    celery -A workers worker -Q cpu,gpu,derived --concurrency 2
     celery -A workers beat            # the periodic sweep (or: worker -B)
 """
 
@@ -23,14 +23,18 @@ from django.db import close_old_connections
 from grading.profiles import QUEUES
 
 CPU, GPU = QUEUES
+# Derived data (renders, the search index, the audit and run figures) on a queue of its own:
+# served by workers of its own, a large batch's figures never hold a process that a grading,
+# an export or the evidence pass is waiting for (docs/deployment.md).
+DERIVED = "derived"
 GRADE_TASK = "workers.tasks.grade"
 SWEEP_TASK = "workers.tasks.sweep"
 EXPORT_TASK = "workers.tasks.export"  # on the cpu queue
-RENDER_TASK = "workers.tasks.render"  # on the cpu queue
-SEARCH_INDEX_TASK = "workers.tasks.search_index"  # on the cpu queue
-AUDIT_FIGURES_TASK = "workers.tasks.audit_figures"  # on the cpu queue
+RENDER_TASK = "workers.tasks.render"  # on the derived queue
+SEARCH_INDEX_TASK = "workers.tasks.search_index"  # on the derived queue
+AUDIT_FIGURES_TASK = "workers.tasks.audit_figures"  # on the derived queue
 EVIDENCE_TASK = "workers.tasks.evidence"  # on the cpu queue
-RUN_FIGURES_TASK = "workers.tasks.run_figures"  # on the cpu queue
+RUN_FIGURES_TASK = "workers.tasks.run_figures"  # on the derived queue
 
 # Celery's Django fixup closes every database connection before and after each task, whatever
 # CONN_MAX_AGE says, unless this is set: then only once every this many tasks, and the handlers

@@ -23,8 +23,8 @@ patterns, each written once here:
   batch's figures for its run and its grading panel): caches a write makes stale
   (`renders_stale`, `search_stale`, `figures_stale`, `run_figures_stale`). Their tasks are
   idempotent; a lost message costs a first visit's work or waits for that cache's own sweep.
-  They share the cpu queue with gradings but are sent at a lower priority (`DERIVED`), so a
-  worker process that comes free takes a waiting grading first.
+  They go to a queue of their own (`DERIVED`), so that their workers never hold a process
+  that gradings, exports or the evidence pass wait for.
 
 Per-kind settings, each read from GAGAR_<KIND>_<NAME> (`setting`): LEASE, HEARTBEAT,
 MAX_ATTEMPTS, RESEND_AFTER for claimed kinds, SOFT_TIME_LIMIT and TIME_LIMIT for every task
@@ -51,7 +51,7 @@ from django.db.models import F, Model, Q, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from webapp.jobs import AUDIT_FIGURES_TASK, CPU, RENDER_TASK, RUN_FIGURES_TASK, SEARCH_INDEX_TASK, app
+from webapp.jobs import AUDIT_FIGURES_TASK, CPU, DERIVED, RENDER_TASK, RUN_FIGURES_TASK, SEARCH_INDEX_TASK, app
 from webapp.models import AuditFigures, BatchFigures, SearchState
 
 log = logging.getLogger(__name__)
@@ -63,13 +63,6 @@ LOST_AFTER_S = 30
 # Rows marked sent per UPDATE: SQLite takes up to 32766 parameters in a statement.
 MARK_CHUNK = 5000
 QUEUED, RUNNING, FAILED, CANCELLED = "queued", "running", "failed", "cancelled"
-# The priority of derived data's messages. On Redis a worker takes a queue's messages of priority
-# 0, the default (gradings, exports, evidence, the sweep), before those of 9: an online step's
-# gradings do not wait behind the renders, index and figures its own import asked for, nor
-# behind a large batch's figures queued again; derived data waits as long as gradings wait (a
-# large launch delays it until its messages are taken). The filesystem broker keeps the sending
-# order. A priority orders what waits: it does not stop a task that runs.
-DERIVED = 9
 
 
 class BrokerUnavailable(Exception):
@@ -88,17 +81,15 @@ def time_limits(kind: str) -> dict:
 
 # --- sending ------------------------------------------------------------------------------
 
-def send(task: str, messages: Sequence[dict], *, queue: str, countdown: float | None = None,
-         priority: int = 0) -> None:
-    """Send one message of `task` per kwargs in `messages` to `queue` at `priority` (0 first), over
+def send(task: str, messages: Sequence[dict], *, queue: str, countdown: float | None = None) -> None:
+    """Send one message of `task` per kwargs in `messages` to `queue`, over
     one connection made from the app's configuration as it is now; BrokerUnavailable if the
     broker refuses."""
     try:
         with app.connection_for_write() as broker:
             producer = broker.Producer()
             for kwargs in messages:
-                app.send_task(task, kwargs=kwargs, queue=queue, countdown=countdown, priority=priority,
-                              producer=producer)
+                app.send_task(task, kwargs=kwargs, queue=queue, countdown=countdown, producer=producer)
     except BrokerError as error:
         raise BrokerUnavailable(f"the broker is unreachable ({error})") from error
 
@@ -139,9 +130,9 @@ def derived_data_last() -> Iterator[None]:
     """Within, derived data's hooks (`on_commit_derived`) are held, and registered when the
     block ends: they run after every other hook of the transaction, the block's included.
     For an online step: its import asks for renders, the index and figures before its launch
-    asks for gradings, and a free worker process takes the first message sent (a priority
-    orders only what waits), while the trainer waits for the gradings. Use it inside the
-    transaction's `atomic` block, so that it ends first."""
+    asks for gradings, and a free process of a worker that serves both queues takes the first
+    message sent, while the trainer waits for the gradings. Use it inside the transaction's
+    `atomic` block, so that it ends first."""
     if getattr(_held, "hooks", None) is not None:  # nested: the outer block registers them
         yield
         return
@@ -351,7 +342,7 @@ def idle_queues(queues: set[str]) -> set[str]:
 def renders_stale(batch_id: int) -> None:
     """After an import: once it commits, have a worker render the batch's patches (a refusal is
     logged: they are rendered by the first visit of each group)."""
-    send_after_commit(lambda: send(RENDER_TASK, [{"batch_id": batch_id}], queue=CPU, priority=DERIVED),
+    send_after_commit(lambda: send(RENDER_TASK, [{"batch_id": batch_id}], queue=DERIVED),
                       waiting=f"batch {batch_id}: patches render on first view", derived=True)
 
 
@@ -365,7 +356,7 @@ def search_stale(batch_id: int) -> None:
 
 def search_send(batch_id: int) -> None:
     """Send the batch's index task now and record when; BrokerUnavailable if refused."""
-    send(SEARCH_INDEX_TASK, [{"batch_id": batch_id}], queue=CPU, priority=DERIVED)
+    send(SEARCH_INDEX_TASK, [{"batch_id": batch_id}], queue=DERIVED)
     SearchState.objects.filter(batch_id=batch_id).update(sent_at=timezone.now())
 
 
@@ -393,7 +384,7 @@ def figures_send(countdown: float | None = None) -> bool:
     """Send the audit figures' recompute; False when the broker refused (logged: the figures'
     sweep sends it again)."""
     try:
-        send(AUDIT_FIGURES_TASK, [{}], queue=CPU, countdown=countdown, priority=DERIVED)
+        send(AUDIT_FIGURES_TASK, [{}], queue=DERIVED, countdown=countdown)
     except BrokerUnavailable as error:
         log.warning("audit figures: recompute not queued, the sweep sends it again: %s", error)
         return False
@@ -421,7 +412,7 @@ def run_figures_send(batch_id: int, countdown: float | None = None) -> bool:
     """Send the recompute of a batch's figures and record when; False when the broker refused
     (logged: the figures' sweep sends it again)."""
     try:
-        send(RUN_FIGURES_TASK, [{"batch_id": batch_id}], queue=CPU, countdown=countdown, priority=DERIVED)
+        send(RUN_FIGURES_TASK, [{"batch_id": batch_id}], queue=DERIVED, countdown=countdown)
     except BrokerUnavailable as error:
         log.warning("figures of batch %s: recompute not queued, the sweep sends it again: %s", batch_id, error)
         return False

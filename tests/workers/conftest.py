@@ -42,12 +42,13 @@ class Worker:
 
     ready = b" ready."
 
-    def __init__(self, env: dict, log: Path, *, concurrency: int = 2, app: str = "workers"):
-        self.env, self.log, self.concurrency, self.app = env, log, concurrency, app
+    def __init__(self, env: dict, log: Path, *, concurrency: int = 2, app: str = "workers",
+                 queues: str = "cpu,gpu,derived"):
+        self.env, self.log, self.concurrency, self.app, self.queues = env, log, concurrency, app, queues
         self.proc = None
 
     def command(self) -> list[str]:
-        return ["worker", "-Q", "cpu,gpu", "-c", str(self.concurrency), "-l", "info",
+        return ["worker", "-Q", self.queues, "-c", str(self.concurrency), "-l", "info",
                 "-n", f"test-{uuid.uuid4().hex[:8]}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat"]
 
     def start(self, timeout: float = 30) -> "Worker":
@@ -203,8 +204,9 @@ def workers(tmp_path):
     Celery app); all are stopped at the end of the test."""
     started = []
 
-    def start(env, *, concurrency=2, log="worker.log", beat=False, app="workers"):
-        worker = (Beat if beat else Worker)(env, tmp_path / log, concurrency=concurrency, app=app).start()
+    def start(env, *, concurrency=2, log="worker.log", beat=False, app="workers", queues="cpu,gpu,derived"):
+        worker = (Beat if beat else Worker)(env, tmp_path / log, concurrency=concurrency, app=app,
+                                            queues=queues).start()
         started.append(worker)
         return worker
 

@@ -51,9 +51,9 @@ def test_exports_a_killed_worker_claimed_or_only_took_are_built_by_another_withi
     workers(own_broker, beat=True, log="beat.log")
     claimed = export_launch(batch=batch, kind="advantages", format="jsonl", config={}, user=researcher)
     taken = export_launch(batch=batch, kind="advantages", format="parquet", config={}, user=researcher)
-    # Sent before the worker starts, the two exports are what it takes first: they go before the
-    # import's derived data (renders, index, figures), which wait at a lower priority.
-    doomed = Prefetching(slow, tmp_path / "doomed.log", concurrency=1).start()
+    # The two exports are what this worker takes: the import's derived data (renders, index,
+    # figures) wait on their own queue.
+    doomed = Prefetching(slow, tmp_path / "doomed.log", concurrency=1, queues="cpu").start()
     wait_until(lambda: Export.objects.get(pk=claimed.pk).rows_done > 0, timeout=60, every=0.01,
                message=doomed.output())
     doomed.kill()

@@ -12,20 +12,18 @@ from tests.factories import group, rollout, write_jsonl
 from tests.webapp.reviewdata import MESSAGES, import_batch, records
 from tests.workers.conftest import wait_until
 from webapp.batches.services import batch_import
-from webapp.jobs import SEARCH_INDEX_TASK
+from webapp.jobs import DERIVED, SEARCH_INDEX_TASK
 from webapp.models import SearchState
 from webapp.search import selectors
 from webapp.search.services import index_sweep
-from webapp.work import DERIVED
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def index_messages(server) -> list[dict]:
-    """The search-index messages waiting on the 'cpu' queue of `server`, as kwargs: at derived
-    data's priority, which kombu keeps in a list of its own, "cpu" + "\x06\x16" + the priority."""
+    """The search-index messages waiting on the derived data's queue of `server`, as kwargs."""
     found = []
-    for raw in redis.Redis(port=server.port).lrange(f"cpu\x06\x16{DERIVED}", 0, -1):
+    for raw in redis.Redis(port=server.port).lrange(DERIVED, 0, -1):
         message = json.loads(raw)
         if message["headers"]["task"] == SEARCH_INDEX_TASK:
             found.append(message["headers"]["kwargsrepr"])
