@@ -7,6 +7,7 @@ computed. Before, Celery's worker process re-raised the MemoryError a pool proce
 and exited ("Unrecoverable error"), and a restarted worker took the same message and died."""
 
 import pytest
+from django.db import transaction
 
 from tests.workers.conftest import make_batch, wait_until
 from webapp.audit import figures, refresh
@@ -40,8 +41,9 @@ def test_a_task_out_of_memory_fails_alone_and_the_worker_takes_the_next(tmp_path
     assert "Unrecoverable error" not in log and "task render(batch_id=" in log and TOO_BIG in log
 
     graded = make_batch(tmp_path, "huge-graded", 2)  # graded here, where nothing runs out of memory
-    gradings_process(grading_ids=list(grading_launch(batch=graded, grader="heuristic").run.gradings
-                                      .values_list("pk", flat=True)))
+    with transaction.atomic():  # graded before its messages go out: the idle worker would run out of memory
+        gradings_process(grading_ids=list(grading_launch(batch=graded, grader="heuristic").run.gradings
+                                          .values_list("pk", flat=True)))
     for batch in (graded, small):  # the first views queue the figures: the huge batch's run out of memory
         figures.dashboard(batch, figures.grader_versions(batch), all_versions=figures.grader_versions(batch))
     wait_until(lambda: not AuditFigures.objects.exclude(requested_at=None).exists(), timeout=30, every=0.5,
