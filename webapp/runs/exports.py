@@ -59,9 +59,10 @@ from webapp.rankings import Viewer
 
 MANIFEST = "_manifest.json"
 DATA_FILE = "advantages.parquet"
-# Steps whose files one call of the writer writes: enough that pyarrow's per-call cost is
-# small, few enough that their tables stay small.
+# The steps whose files one call of the writer writes, at most: enough that the per-call
+# costs are small, few enough (in steps and in rows) that their tables stay small.
 STEPS_PER_WRITE = 32
+ROWS_PER_WRITE = 65_536
 
 
 def step_path(number: int) -> str:
@@ -83,11 +84,11 @@ def write_steps(steps: list[RunStep], folder: Path, *, viewer: Viewer) -> Iterat
     """Write each step's file in `folder`, at its `step_path`; each step's manifest entry once
     its file is written, in order.
 
-    The steps are read a window at a time here, and every STEPS_PER_WRITE of them made one
-    table, whose files a thread has pyarrow write in one call (`write_parts`) while the next
-    steps are read: writing was a third of the export's time. At most two such writes wait,
-    so memory stays flat. A step too large for a window is read a chunk at a
-    time and written here as it is read, after the steps before it."""
+    The steps are read a window at a time here, and every STEPS_PER_WRITE of them (fewer
+    past ROWS_PER_WRITE rows) made one table, whose files a thread has pyarrow write in one
+    call (`write_parts`) while the next steps are read: writing was a third of the export's
+    time. At most two such writes wait, so memory stays flat. A step too large for a window
+    is read a chunk at a time and written here as it is read, after the steps before it."""
     configs = [parse_advantage_config(step.batch.advantage_config) for step in steps]
     read = advantage_chunks_of_batches([(step.batch, config) for step, config in zip(steps, configs, strict=True)],
                                        viewer=viewer)
@@ -117,7 +118,7 @@ def write_steps(steps: list[RunStep], folder: Path, *, viewer: Viewer) -> Iterat
                 continue
             written = Written()
             gathered.append(_Step(step, config, written, counted(step.batch, chunks, written)))
-            if len(gathered) == STEPS_PER_WRITE:
+            if len(gathered) == STEPS_PER_WRITE or sum(s.written.rows for s in gathered) >= ROWS_PER_WRITE:
                 write_gathered()
             if len(writing) > 1:
                 yield from _written(*writing.popleft(), folder)

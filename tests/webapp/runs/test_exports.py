@@ -122,6 +122,7 @@ def test_a_step_larger_than_a_window_is_written_as_it_is_read_after_the_steps_be
 
 def test_steps_written_together_keep_their_batch_exports_bytes_across_row_groups(run, tmp_path, monkeypatch):
     monkeypatch.setattr(export_advantages, "ROW_GROUP_ROWS", 4)  # several row groups in every file
+    monkeypatch.setattr(exports, "ROWS_PER_WRITE", 10)  # and a write for every step or two
     expected = batch_exports(run, tmp_path / "batches", UNRESTRICTED)
     manifest = write_run_dataset(run, tmp_path / "run", viewer=UNRESTRICTED, allow_ungraded=True)
     for entry in manifest["steps"]:
