@@ -370,12 +370,10 @@ def trajectory_columns(pks: list[int]) -> tuple[TrajectoryColumns, list[int]]:
     characters make a sort look large enough to plan a scan of the whole table instead)."""
     table = connection.ops.quote_name(Trajectory._meta.db_table)
     if connection.vendor == "postgresql":
-        columns = _copied_columns(
+        position, rows = _copied_columns(
             f"SELECT p.position, t.group_id, t.trajectory_id, t.reward, t.passed "
             f"FROM unnest(%s::bigint[]) WITH ORDINALITY AS p(pk, position) JOIN {table} t ON t.group_id = p.pk "
             f'ORDER BY p.position, CAST(t.trajectory_id AS TEXT) COLLATE "C"', [pk_array(pks)])
-        position, rows = columns["position"], TrajectoryColumns(
-            columns["group_pk"], columns["trajectory_id"], columns["reward"], columns["passed"])
     else:
         with connection.cursor() as cursor:
             cursor.execute(f"SELECT p.key + 1, t.group_id, t.trajectory_id, t.reward, t.passed "
@@ -388,8 +386,9 @@ def trajectory_columns(pks: list[int]) -> tuple[TrajectoryColumns, list[int]]:
     return rows, bounds
 
 
-def _copied_columns(query: str, params: list) -> dict:
-    """The rows of `query` (columns as in _CSV_COLUMNS), copied out as CSV and parsed by pyarrow."""
+def _copied_columns(query: str, params: list) -> tuple[np.ndarray, TrajectoryColumns]:
+    """The rows of `query` (columns as in _CSV_COLUMNS), copied out as CSV and parsed by
+    pyarrow: their positions, and the rest as columns."""
     data = bytearray()
     with connection.cursor() as cursor, cursor.cursor.copy(f"COPY ({query}) TO STDOUT WITH (FORMAT csv)",
                                                            params) as copy:
@@ -404,9 +403,9 @@ def _copied_columns(query: str, params: list) -> dict:
             parse_options=pa_csv.ParseOptions(newlines_in_values=True),
             convert_options=pa_csv.ConvertOptions(column_types=_CSV_COLUMNS, true_values=["t"], false_values=["f"],
                                                   strings_can_be_null=False, quoted_strings_can_be_null=False))
-    return {"position": table["position"].to_numpy(), "group_pk": table["group_pk"].to_numpy(),
-            "trajectory_id": table["trajectory_id"].to_pylist(), "reward": table["reward"].to_numpy(),
-            "passed": table["passed"].to_numpy(zero_copy_only=False)}
+    return table["position"].to_numpy(), TrajectoryColumns(
+        table["group_pk"].to_numpy(), table["trajectory_id"].to_pylist(), table["reward"].to_numpy(),
+        table["passed"].to_numpy(zero_copy_only=False))
 
 
 def _chunk(trajectories: TrajectoryColumns, group_ids: Mapping[int, str], config: AdvantageConfig,
