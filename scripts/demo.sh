@@ -3,7 +3,7 @@
 # under GAGAR_DATA_DIR (default ./var, the same instance the README's commands act on),
 # a Celery worker in the background, the web app in front; grades the sample with the
 # heuristic grader, prints its advantages, exports them (Parquet and a manifest, under
-# GAGAR_DATA_DIR) and serves http://127.0.0.1:8000 (demo / demo). Ctrl-C stops both.
+# GAGAR_DATA_DIR) and serves http://127.0.0.1:8000 (demo / gagar-demo). Ctrl-C stops both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +14,7 @@ PORT=${PORT:-8000}
 
 "$PY" manage.py migrate --noinput
 DATA_DIR=$("$PY" manage.py shell -v 0 -c 'from django.conf import settings; print(settings.DATA_DIR)')
-"$PY" manage.py add_user demo --role researcher --password demo --superuser --if-missing
+"$PY" manage.py add_user demo --role researcher --password gagar-demo --superuser --if-missing
 "$PY" manage.py import_rollouts sample/rollouts.jsonl --batch sample --append  # a second demo imports nothing new
 
 source scripts/evidence_demo.sh  # the sandbox and the codebase store, before the worker starts
@@ -40,5 +40,5 @@ trap 'stop_worker; exit 130' INT TERM
 evidence_demo "$PY"
 "$PY" manage.py export advantages --batch sample --format parquet --out "$DATA_DIR/sample-advantages.parquet" --force
 echo "Data in $DATA_DIR: the README's manage.py commands act on this instance."
-echo "Open http://127.0.0.1:$PORT and log in as demo / demo (Ctrl-C stops the web app and the worker)"
+echo "Open http://127.0.0.1:$PORT and log in as demo / gagar-demo (Ctrl-C stops the web app and the worker)"
 "$PY" manage.py runserver "127.0.0.1:$PORT"

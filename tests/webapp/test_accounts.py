@@ -5,10 +5,13 @@ import os
 import secrets
 import subprocess
 import sys
+from io import StringIO
 from pathlib import Path
 
 import pytest
 from axes.models import AccessAttempt
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from tests.django_fixtures import PASSWORD, make_user
@@ -110,3 +113,12 @@ def test_without_the_profile_the_deployment_checks_report_what_it_sets(tmp_path)
 def test_the_profile_refuses_what_cannot_be_served(tmp_path, env, reason):
     done = manage(tmp_path, "check", **env)
     assert done.returncode != 0 and reason in done.stderr
+
+
+def test_add_user_refuses_a_password_the_validators_refuse_and_creates_nobody():
+    with pytest.raises(CommandError) as refused:
+        call_command("add_user", "zoe", "--role", RESEARCHER, "--password", "x")
+    assert "--password: This password is too short. It must contain at least 8 characters." in str(refused.value)
+    assert not get_user_model().objects.filter(username="zoe").exists()
+    call_command("add_user", "zoe", "--role", RESEARCHER, "--password", "a-long-passphrase", stdout=StringIO())
+    assert get_user_model().objects.get(username="zoe").check_password("a-long-passphrase")

@@ -84,3 +84,12 @@ def test_the_favicon_is_an_svg_every_page_links(client, researcher):
     assert path and ElementTree.parse(path).getroot().tag == "{http://www.w3.org/2000/svg}svg"
     client.force_login(researcher)
     assert '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">' in client.get("/").content.decode()
+
+
+def test_a_head_request_answers_as_a_get_does_without_a_body(client, researcher):
+    # Health checks and link checkers send HEAD: it answered 405 on every page.
+    assert client.head("/").status_code == client.get("/").status_code == 302  # to the login page
+    client.force_login(researcher)
+    for name in ("index", "runs", "api_tokens"):
+        head = client.head(reverse(name))
+        assert head.status_code == 200 and head.content == b"", name

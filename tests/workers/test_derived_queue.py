@@ -30,7 +30,9 @@ def test_a_cpu_worker_grades_and_leaves_derived_data_to_the_derived_queues_worke
     step = make_batch(tmp_path, "step", 3)
     run = grading_launch(batch=step, grader="heuristic").run  # one grading message, sent last
     cpu = workers(redis_broker, concurrency=1, queues="cpu", log="cpu.log")
-    wait_until(lambda: run.gradings.filter(status=Grading.Status.DONE).count() == 3, timeout=60, message=cpu.output())
+    # The worker logs a task once it has returned, a moment after its gradings are done: wait for the log.
+    wait_until(lambda: ran(cpu), timeout=60, message=cpu.output())
+    assert run.gradings.filter(status=Grading.Status.DONE).count() == 3
     assert set(ran(cpu)) == {"grade"}, ran(cpu)
 
     derived = workers(redis_broker, concurrency=1, queues="derived", log="derived.log")

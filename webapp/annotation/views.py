@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from grading.rankings import tier_lines
@@ -106,7 +106,7 @@ def ranking_preview(request, pk):
     return render(request, "annotation/preview.html", context, status=400 if data is None else 200)
 
 
-@require_GET
+@require_safe
 @reader_required
 def ranking_history(request, pk):
     group = group_for_page(pk, request.user)
@@ -183,7 +183,7 @@ def _batch(pk):
     return get_object_or_404(Batch.objects.select_related("annotation_policy"), pk=pk)
 
 
-@require_GET
+@require_safe
 @annotator_required
 def annotation_queue(request, pk):
     batch = _batch(pk)
@@ -239,7 +239,7 @@ def lease_release_view(request, pk):
     return redirect("annotation_queue", group.batch_id)
 
 
-@require_GET
+@require_safe
 @reader_required
 @vary_on_headers("HX-Request")
 def annotation_panel(request, pk):

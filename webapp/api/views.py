@@ -3,7 +3,7 @@
 from django.contrib import messages
 from django.http import JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from webapp.api.forms import TokenForm
 from webapp.api.selectors import user_tokens
@@ -12,7 +12,7 @@ from webapp.models import ApiToken
 from webapp.roles import reader_required
 
 
-@require_GET
+@require_safe
 @reader_required
 def api_tokens(request):
     return _page(request, TokenForm())

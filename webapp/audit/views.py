@@ -16,7 +16,7 @@ from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
 from grading.audit_report import report_json
 from webapp.audit import figures, selectors
@@ -67,7 +67,7 @@ def audit_sets(request):
     }, status=status)
 
 
-@require_GET
+@require_safe
 @audit_required
 def audit_set(request, pk):
     audit_set = get_object_or_404(AuditSet.objects.select_related("batch", "run", "created_by"), pk=pk)
@@ -81,7 +81,7 @@ def audit_set(request, pk):
     })
 
 
-@require_GET
+@require_safe
 @audit_required
 def audit_next(request, pk):
     """The next item of the set the user has not judged, after `after` (a position)."""
@@ -93,7 +93,7 @@ def audit_next(request, pk):
     return redirect("audit_item", item.pk)
 
 
-@require_GET
+@require_safe
 @audit_required
 def audit_item(request, pk):
     return _item_page(request, selectors.item_for_page(pk))
@@ -147,14 +147,14 @@ def _readable_set(request, pk) -> AuditSet:
     return audit_set
 
 
-@require_GET
+@require_safe
 @audit_required
 def audit_report(request, pk):
     audit_set = _readable_set(request, pk)
     return render(request, "audit/report.html", page_context(audit_set, set_report(audit_set)))
 
 
-@require_GET
+@require_safe
 @audit_required
 def audit_report_json(request, pk):
     audit_set = _readable_set(request, pk)
@@ -197,7 +197,7 @@ def gold_unmark_view(request, pk):
     return redirect(_back(request, reverse("gold_list", args=[group.batch_id])))
 
 
-@require_GET
+@require_safe
 @audit_required
 def gold_list(request, pk):
     batch = get_object_or_404(Batch, pk=pk)
@@ -227,7 +227,7 @@ def _dashboard_selection(request):
     return (batch, chosen, every), ""
 
 
-@require_GET
+@require_safe
 @audit_required
 def dashboard(request):
     selection, error = _dashboard_selection(request)
@@ -247,7 +247,7 @@ def dashboard(request):
     })
 
 
-@require_GET
+@require_safe
 @audit_required
 def dashboard_progress(request):
     """The dashboard's note on figures a worker is computing, which polls this while any is
@@ -265,7 +265,7 @@ def dashboard_progress(request):
     return render(request, "audit/_progress.html", {"progress": progress, "query": request.GET.urlencode()})
 
 
-@require_GET
+@require_safe
 @audit_required
 def dashboard_csv(request, table):
     selection, error = _dashboard_selection(request)

@@ -4,7 +4,7 @@ from django.contrib import messages
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from webapp.batches import selectors
@@ -22,7 +22,7 @@ def _query(params: dict, **extra) -> str:
     return qd.urlencode()
 
 
-@require_GET
+@require_safe
 @reader_required
 def index(request):
     return _index(request, ImportForm() if has_role(request.user, RESEARCHER) else None)
@@ -65,7 +65,7 @@ def _import_files(request):
     return redirect("index")
 
 
-@require_GET
+@require_safe
 @reader_required
 @vary_on_headers("HX-Request")
 def batch(request, pk):

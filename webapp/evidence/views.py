@@ -4,14 +4,14 @@ matrix links each cell here)."""
 
 from django.http import Http404
 from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 
 from webapp.evidence import selectors
 from webapp.models import Group
 from webapp.roles import reader_required
 
 
-@require_GET
+@require_safe
 @reader_required
 def evidence(request, pk):
     group = get_object_or_404(Group.objects.select_related("batch", "evidence"), pk=pk)

@@ -14,7 +14,7 @@ import json
 from django.contrib import messages
 from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from webapp.advantages import parse_advantage_config
@@ -25,7 +25,7 @@ from webapp.models import Batch, Export
 from webapp.roles import export_required
 
 
-@require_GET
+@require_safe
 @export_required
 @vary_on_headers("HX-Request")
 def exports_panel(request, pk):
@@ -54,7 +54,7 @@ def export_launch_view(request, pk):
     return redirect("exports_panel", batch.pk)
 
 
-@require_GET
+@require_safe
 @export_required
 def export_download(request, pk, name):
     export = get_object_or_404(Export, pk=pk)

@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from grading.graders import heuristic
@@ -27,7 +27,7 @@ from webapp.roles import RESEARCHER, has_role, reader_required, role_required
 CHART_WIDTH, CHART_HEIGHT = 320, 64
 
 
-@require_GET
+@require_safe
 @reader_required
 @vary_on_headers("HX-Request")
 def grading_panel(request, pk):
@@ -170,7 +170,7 @@ def _charts(histogram):
                                          ("Redistributed (after)", "after", bars(histogram.after))]}
 
 
-@require_GET
+@require_safe
 @reader_required
 def grading_detail(request, pk):
     """One grading of a group: who graded it, what it cost, its ranking with each trajectory's

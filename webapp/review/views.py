@@ -4,7 +4,7 @@ loaded on demand: a page of turns, and the whole of one long part."""
 
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from grading.interdiff import interdiff
@@ -18,13 +18,13 @@ from webapp.review.selectors import trajectory_or_404
 from webapp.roles import reader_required
 
 
-@require_GET
+@require_safe
 @reader_required
 def group(request, pk):
     return render_group_page(request, group_for_page(pk, request.user))
 
 
-@require_GET
+@require_safe
 @reader_required
 @vary_on_headers("HX-Request")
 def group_interdiff(request, pk):
@@ -51,7 +51,7 @@ def group_interdiff(request, pk):
     return render(request, "review/interdiff.html", context)
 
 
-@require_GET
+@require_safe
 @reader_required
 @vary_on_headers("HX-Request")
 def patch_file(request, pk):
@@ -73,7 +73,7 @@ def patch_file(request, pk):
     return render(request, "review/file.html", context)
 
 
-@require_GET
+@require_safe
 @reader_required
 def patch_raw(request, pk):
     """The patch exactly as imported, as plain text (never rendered as HTML)."""
@@ -97,7 +97,7 @@ def _page(pk, start, query):
     return None if found is None else transcripts.turn_page(*found, start=start)
 
 
-@require_GET
+@require_safe
 @reader_required
 @vary_on_headers("HX-Request")
 def transcript(request, pk):
@@ -118,7 +118,7 @@ def transcript(request, pk):
     return render(request, "review/transcript.html", context)
 
 
-@require_GET
+@require_safe
 @reader_required
 @vary_on_headers("HX-Request")
 def transcript_part(request, pk, index, part):

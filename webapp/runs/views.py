@@ -17,7 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_POST, require_safe
 
 from webapp.exports.services import ExportError
 from webapp.models import Run
@@ -31,13 +31,13 @@ from webapp.runs.services import run_prune
 FIGURES_CACHE_S = 24 * 3600
 
 
-@require_GET
+@require_safe
 @reader_required
 def runs(request):
     return render(request, "runs/runs.html", {"runs": selectors.runs_overview()})
 
 
-@require_GET
+@require_safe
 @reader_required
 def run_page(request, pk):
     run = get_object_or_404(Run, pk=pk)
@@ -67,7 +67,7 @@ def _figures_html(run: Run, viewer: Viewer) -> str:
     return _drawn_once("run-figures", selectors.run_watermark(run), draw)
 
 
-@require_GET
+@require_safe
 @reader_required
 def run_table(request, pk):
     """Every step's numbers, one row per step and one column per line of the charts."""
@@ -81,7 +81,7 @@ def run_table(request, pk):
     return render(request, "runs/table.html", {"run": run, "figures": figures, "lines": lines, "rows": rows})
 
 
-@require_GET
+@require_safe
 @reader_required
 def run_csv(request, pk):
     run = get_object_or_404(Run, pk=pk)
@@ -99,7 +99,7 @@ def run_csv(request, pk):
     return response
 
 
-@require_GET
+@require_safe
 @reader_required
 def runs_compare(request):
     """Two or more runs on the same charts, aligned by step, with each line's mean over the
@@ -138,7 +138,7 @@ def _drawn_once(name: str, watermark, draw) -> str:
     return mark_safe(html)  # noqa: S308 - rendered by the templates of `draw`, which escape
 
 
-@require_GET
+@require_safe
 @reader_required
 def run_export(request, pk):
     """The whole run's advantages: a tar of the Parquet dataset partitioned by step and its manifest."""

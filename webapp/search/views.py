@@ -2,7 +2,7 @@
 
 from django.http import QueryDict
 from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from webapp.models import Batch
@@ -17,7 +17,7 @@ def _query(**params) -> str:
     return qd.urlencode()
 
 
-@require_GET
+@require_safe
 @reader_required
 @vary_on_headers("HX-Request")
 def search(request, pk):

@@ -1,5 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group as AuthGroup
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
@@ -25,6 +27,10 @@ class Command(BaseCommand):
                 self.stdout.write(f"user {username!r} exists, left as it is")
                 return
             raise CommandError(f"user {username!r} already exists")
+        try:  # the validators the deployment configures (AUTH_PASSWORD_VALIDATORS), as a sign-up form runs them
+            validate_password(password, user=users.model(username=username, email=email))
+        except ValidationError as refused:
+            raise CommandError(f"--password: {' '.join(refused.messages)}") from None
         user = users.create_user(username=username, email=email, password=password)
         if superuser:
             user.is_staff = user.is_superuser = True
