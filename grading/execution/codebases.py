@@ -6,11 +6,13 @@ A task names its code by `repo` and `base_commit`, found in a mirror of the stor
     <store>/<owner>/<name>.git   <store>/<owner>/<name>   <store>/<owner>__<name>.git   <store>/<owner>__<name>
 
 (a bare mirror or a clone), or by `snapshot`, a path inside the store: an archive (.tar,
-.tar.gz, .tgz, .zip) or a plain folder. `CodebaseStore.checkout` gives the tree at that
-point as a plain folder under a cache of its own, made once per codebase and shared by
-every group and worker after; its id (`repo@full commit`, or the snapshot's path and the
-digest of its content) is the codebase part of every run's cache key. Anything missing is
-a `NoCodebase` with the reason, which the group shows: "no execution evidence: <reason>".
+.tar.gz, .tgz, .zip) or a plain folder; never the store itself, a git repository or
+anything in one, nor a folder that holds one (a mirror's config may carry a token).
+`CodebaseStore.checkout` gives the tree at that point as a plain folder under a cache of
+its own, made once per codebase and shared by every group and worker after; its id
+(`repo@full commit`, or the snapshot's path and the digest of its content) is the
+codebase part of every run's cache key. Anything missing is a `NoCodebase` with the
+reason, which the group shows: "no execution evidence: <reason>".
 
 The store is the deployment's own (its mirrors' git configuration is trusted); what a
 snapshot holds is still unpacked with care: no member outside the tree, no link out of it.
@@ -89,9 +91,12 @@ class CodebaseStore:
         if name.is_absolute() or ".." in name.parts:
             raise NoCodebase(f"task.snapshot {snapshot!r} is not a path inside the codebase store")
         path = self.root / name
-        root = self.root.resolve()
-        if not path.resolve().is_relative_to(root):
+        root, resolved = self.root.resolve(), path.resolve()
+        if not resolved.is_relative_to(root):
             raise NoCodebase(f"task.snapshot {snapshot!r} leads out of the codebase store")
+        if resolved == root:
+            raise NoCodebase(f"task.snapshot {snapshot!r} is the codebase store itself, not a codebase in it")
+        _refuse_git(snapshot, resolved, root)
         if path.is_dir():
             digest = _folder_digest(path)
             return self._cached(f"snapshot:{snapshot}@{digest}", lambda into: _copy_folder(path, into))
@@ -158,6 +163,33 @@ class CodebaseStore:
             finally:
                 shutil.rmtree(draft, ignore_errors=True)
         return Codebase(codebase_id, tree, _listing(tree))
+
+
+def _refuse_git(snapshot: str, path: Path, root: Path) -> None:
+    """Raise NoCodebase when `path` lies in a git repository of the store (a mirror, a
+    clone's .git) or, a folder, holds one: the store's mirrors are read through git only."""
+    for folder in (path, *path.parents):
+        if folder == root:
+            break
+        if _is_git_dir(folder):
+            raise NoCodebase(f"task.snapshot {snapshot!r} lies in the git repository "
+                             f"{folder.relative_to(root)}: a snapshot is an archive or a source "
+                             "folder (a mirror is named by task.repo and task.base_commit)")
+    if not path.is_dir():
+        return
+    for folder, subfolders, files in os.walk(path):
+        held = [Path(folder, name) for name in subfolders + files
+                if name == ".git" or (name in subfolders and _is_git_dir(Path(folder, name)))]
+        if held:
+            raise NoCodebase(f"task.snapshot {snapshot!r} holds the git repository "
+                             f"{held[0].relative_to(root)}: a snapshot is an archive or a source "
+                             "folder (a mirror is named by task.repo and task.base_commit)")
+
+
+def _is_git_dir(folder: Path) -> bool:
+    """A clone's .git, or a bare repository (what git itself looks for: HEAD, objects, refs)."""
+    return folder.name == ".git" or ((folder / "HEAD").is_file() and (folder / "objects").is_dir()
+                                     and (folder / "refs").is_dir())
 
 
 def _git(path: Path, *args: str) -> subprocess.CompletedProcess:

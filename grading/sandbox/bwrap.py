@@ -2,6 +2,8 @@
 
 Inside: the workdir, read-write, at /work; the system folders (`readonly_paths`) read-only;
 a private /dev, /proc and /tmp; no network (a namespace with no interface but loopback);
+nothing else writable: the root and /dev are read-only, and the two memory-backed folders
+left writable, /tmp and /dev/shm, are sized and counted against the memory limit;
 no environment but PATH, HOME, TMPDIR and LANG; no capabilities. It runs as an
 unprivileged user in a user namespace of its own: the worker's user, or `run_as` when
 the worker is root, since the kernel counts no process limit against root. Nothing
@@ -29,6 +31,8 @@ NOBODY = 65534
 WORKDIR = "/work"
 PATH = "/usr/local/bin:/usr/bin:/bin"
 HIDDEN_BY_MOUNTS = ("/tmp", WORKDIR, "/dev", "/proc")
+# The run's writable memory-backed filesystems: what is stored there is memory it holds.
+MEMORY_FILESYSTEMS = ("/tmp", "/dev/shm")
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,9 @@ class BwrapSandbox:
             return RunResult(ERROR, None, time.monotonic() - started,
                              f"bwrap exited with {exit_code} before the command ran: {output}",
                              shown)
-        memory = pid_namespace_memory(json.loads(info)["pid-namespace"])
+        namespaces = json.loads(info)
+        memory = pid_namespace_memory(namespaces["pid-namespace"], init_pid=namespaces["child-pid"],
+                                      filesystems=MEMORY_FILESYSTEMS)
         status, exit_code, output = supervise(process, limits, started=started,
                                               memory_in_use=memory)
         return RunResult(status, exit_code, time.monotonic() - started, output, shown)
@@ -111,8 +117,11 @@ class BwrapSandbox:
             "--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", WORKDIR,
             "--setenv", "TMPDIR", "/tmp", "--setenv", "LANG", "C.UTF-8",
             *readonly, "--dev", "/dev", "--proc", "/proc",
+            # bwrap's own tmpfs mounts (the root, /dev) take half the host's memory each
+            # when writable: only /tmp and /dev/shm are, sized, and counted as memory.
+            "--size", str(limits.tmp_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
             "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
-            "--bind", str(workdir), WORKDIR, "--chdir", WORKDIR, *info,
+            "--bind", str(workdir), WORKDIR, "--chdir", WORKDIR, "--remount-ro", "/", *info,
             "--", *process_limits, *argv,
         ]
 

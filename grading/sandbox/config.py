@@ -12,6 +12,8 @@ from grading.sandbox.errors import SandboxConfigError
 from grading.sandbox.limits import Limits, RunResult
 
 BACKENDS = ("bwrap", "command")
+# Stands for `{image}` when a worker checks a template before any task names its image.
+EACH_TASKS_IMAGE = "each-tasks-own-image"
 
 
 class Sandbox(Protocol):
@@ -25,8 +27,8 @@ class Sandbox(Protocol):
 @dataclass(frozen=True)
 class SandboxConfig:
     """`backend` is one of BACKENDS. `bwrap`, `run_as` and `readonly_paths` configure the
-    `bwrap` backend (bwrap.BwrapSandbox); `template` and `image` the `command` backend
-    (command.CommandSandbox)."""
+    `bwrap` backend (bwrap.BwrapSandbox); `template`, `image` and `pass_env` the `command`
+    backend (command.CommandSandbox)."""
 
     backend: str
     bwrap: str = "bwrap"
@@ -34,6 +36,7 @@ class SandboxConfig:
     readonly_paths: tuple[str, ...] = SYSTEM_PATHS
     template: str = ""
     image: str = ""
+    pass_env: tuple[str, ...] = ()
 
 
 def make_sandbox(config: SandboxConfig) -> Sandbox:
@@ -41,7 +44,7 @@ def make_sandbox(config: SandboxConfig) -> Sandbox:
     if config.backend == "bwrap":
         return BwrapSandbox(config.bwrap, config.run_as, config.readonly_paths)
     if config.backend == "command":
-        return CommandSandbox(config.template, config.image)
+        return CommandSandbox(config.template, config.image, config.pass_env)
     raise SandboxConfigError(f"sandbox backend {config.backend!r}: not one of {BACKENDS}")
 
 
@@ -51,6 +54,6 @@ def check_backend(config: SandboxConfig) -> None:
     A `command` template that takes `{image}`, with no image configured (each task names
     its own), is checked without a trial run: its words, and its program installed."""
     if config.backend == "command" and not config.image and "{image}" in config.template:
-        CommandSandbox(config.template, image="(each task's)").check_program()
+        CommandSandbox(config.template, EACH_TASKS_IMAGE, config.pass_env).check_program()
         return
     make_sandbox(config).check()

@@ -4,8 +4,9 @@ A patch in `git diff` form (or a plain unified diff) names its files in `diff --
 `---`/`+++`, `rename`/`copy` lines; `git apply` strips their first component (`a/`,
 `b/`). Every name must then be a path inside the tree: relative, no `..` segment, not
 inside `.git` (whose hooks and config the worker's own git would run). A symlink the
-patch creates or changes (mode 120000) must point inside the tree. Paths that lead
-through a symlink already in the codebase are checked against the copy
+patch creates or changes (mode 120000) must point inside the tree, its target written as
+text. Paths that lead through a symlink already in the codebase, and the symlinks git
+made however the patch spelled their mode, are checked on the copy
 (`workdir.prepare_workdir`), since only the files know.
 """
 
@@ -122,7 +123,8 @@ def _checked(name: str) -> str:
 
 def _check_symlink_target(path: str, target: str | None) -> None:
     if target is None:
-        return  # the symlink is deleted
+        raise PatchRefused(path, "a symlink whose target is not in the patch as text "
+                                 "(a GIT binary patch): it cannot be checked")
     if target.startswith("/"):
         raise PatchRefused(path, f"symlink to {target!r}: an absolute target leaves the tree")
     resolved = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
@@ -131,7 +133,7 @@ def _check_symlink_target(path: str, target: str | None) -> None:
 
 
 def _added_text(hunks: list[str]) -> str | None:
-    """A symlink's new target: the `+` line of its hunk (None when it is deleted)."""
+    """A symlink's new target: the `+` line of its hunk (None when it has none)."""
     return next((line[1:] for line in hunks if line.startswith("+")), None)
 
 

@@ -84,13 +84,18 @@ def _wait_a_while(process: subprocess.Popen) -> None:
         return
 
 
-def pid_namespace_memory(pid_namespace: int) -> Callable[[], int]:
-    """Resident bytes of all the processes of one pid namespace (its inode), summed. Pages
-    that processes share count once per process, so a tree of forks counts high."""
+def pid_namespace_memory(pid_namespace: int, *, init_pid: int,
+                         filesystems: tuple[str, ...] = ()) -> Callable[[], int]:
+    """Bytes one pid namespace (its inode) holds in memory: the resident bytes of all its
+    processes, summed, and the bytes stored in `filesystems`, its memory-backed (tmpfs)
+    mounts, by the paths its processes see them at. Pages that processes share count once
+    per process, and a file of `filesystems` that a process maps counts in both: high
+    rather than low. `init_pid` is the host pid of the namespace's first process."""
     page = os.sysconf("SC_PAGE_SIZE")
 
     def memory_in_use() -> int:
         total = 0
+        stored = None
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
                 continue
@@ -99,9 +104,22 @@ def pid_namespace_memory(pid_namespace: int) -> Callable[[], int]:
                     continue
                 with open(f"/proc/{entry.name}/statm") as statm:
                     total += int(statm.read().split()[1]) * page
+                # The first process mounts the filesystems and only then starts the others:
+                # seen through it, a path may still be the host's own.
+                if stored is None and int(entry.name) != init_pid:
+                    stored = _stored_bytes(int(entry.name), filesystems)
             # The process ended meanwhile, or it is another user's: not one of ours.
             except (FileNotFoundError, ProcessLookupError, PermissionError):
                 continue
-        return total
+        return total + (stored or 0)
 
     return memory_in_use
+
+
+def _stored_bytes(pid: int, filesystems: tuple[str, ...]) -> int:
+    """The bytes in use in `filesystems`, as process `pid` sees them."""
+    total = 0
+    for path in filesystems:
+        usage = os.statvfs(f"/proc/{pid}/root{path}")
+        total += (usage.f_blocks - usage.f_bfree) * usage.f_frsize
+    return total

@@ -17,7 +17,8 @@ def prepare_workdir(codebase: Path, patch: str, *, into: Path) -> Path:
 
     The patch is read before anything is copied (`patches.patch_paths`), and each path it
     names must not lead through a symlink of the codebase that points outside it. It is
-    applied whole or not at all. A patch of nothing but blank lines changes nothing.
+    applied whole or not at all, and no file it names may then be a symlink whose target is
+    absolute or leaves the tree. A patch of nothing but blank lines changes nothing.
     Raises PatchRefused, with `into` removed, when the patch breaks a rule or does not apply.
     """
     paths = patch_paths(patch)
@@ -32,6 +33,8 @@ def prepare_workdir(codebase: Path, patch: str, *, into: Path) -> Path:
             _refuse_symlink_out(into, path)
         if patch.strip():
             _git_apply(into, patch)
+            for path in paths:
+                _refuse_symlink_made_out(into, path)
     except PatchRefused:
         remove_tree(into)
         raise
@@ -62,6 +65,18 @@ def _refuse_symlink_out(tree: Path, path: str) -> None:
     root = tree.resolve()
     if not (tree / path).resolve().is_relative_to(root):
         raise PatchRefused(path, "leads through a symlink out of the tree")
+
+
+def _refuse_symlink_made_out(tree: Path, path: str) -> None:
+    # git reads a mode as a number (0120000, "120000 ", 120755 are all a symlink) and a
+    # binary hunk as data: the file it made, not the patch's text, says what is a link.
+    made = tree / path
+    if not made.is_symlink():
+        return
+    target = os.readlink(made)
+    # realpath, not Path.resolve: a loop of links (harmless, and inside) raises in the latter.
+    if target.startswith("/") or not Path(os.path.realpath(made)).is_relative_to(tree.resolve()):
+        raise PatchRefused(path, f"symlink to {target!r} leaves the tree")
 
 
 def _git_apply(tree: Path, patch: str) -> None:

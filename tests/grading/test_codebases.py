@@ -141,6 +141,28 @@ def test_a_snapshot_outside_the_store_or_missing_is_a_reason(tmp_path):
         codebases.checkout(snapshot="gone.tar")
 
 
+@pytest.mark.parametrize(("snapshot", "reason"), [
+    (".", "'.' is the codebase store itself"),
+    ("acme/calc.git", "lies in the git repository acme/calc.git"),
+    ("acme/calc.git/refs", "lies in the git repository acme/calc.git"),
+    ("acme", "holds the git repository acme/calc.git"),
+    ("clone", r"holds the git repository clone/\.git"),
+    ("clone/.git", r"lies in the git repository clone/\.git"),
+    ("link-to-mirror", "lies in the git repository acme/calc.git"),
+])
+def test_a_snapshot_that_names_a_mirror_or_the_store_itself_is_a_reason(store, tmp_path, snapshot, reason):
+    """A task names any path it likes: a mirror's config (its remote URL may carry a token)
+    must never be copied where a run, and its log, can read it."""
+    codebases, _, _ = store
+    git(codebases.root / "acme" / "calc.git", "config", "remote.origin.url", "https://x:token@example.com/calc")
+    subprocess.run(["git", "clone", "-q", str(codebases.root / "acme" / "calc.git"), str(codebases.root / "clone")],
+                   check=True)
+    (codebases.root / "link-to-mirror").symlink_to(codebases.root / "acme" / "calc.git")
+    with pytest.raises(NoCodebase, match=f"task.snapshot .*{reason}"):
+        codebases.checkout(snapshot=snapshot)
+    assert not any((tmp_path / "cache").glob("*/tree"))
+
+
 def test_the_store_may_give_a_repositorys_environment(tmp_path):
     root = tmp_path / "store"
     root.mkdir()
@@ -158,6 +180,13 @@ def test_a_task_without_an_environment_or_with_a_bad_one_is_a_reason():
         task_execution({})
     with pytest.raises(NoCodebase, match="task.environment.test_command: has no {tests} placeholder"):
         task_execution({"environment": {"test_command": "pytest"}})
+
+
+@pytest.mark.parametrize("image", ["--privileged", "--volume=/:/host", "-v/:/host"])
+def test_an_image_that_could_read_as_a_runtime_option_is_a_reason(image):
+    with pytest.raises(NoCodebase, match=rf"task.environment.image: '{image}' is not an image reference"):
+        task_execution({"environment": {**ENVIRONMENT, "image": image}})
+    assert task_execution({"environment": {**ENVIRONMENT, "image": "team/task:1"}}).environment.image == "team/task:1"
 
 
 def test_the_reward_tests_are_the_tasks_else_swe_benchs_else_the_trajectories_own():

@@ -161,6 +161,39 @@ def test_a_memory_hog_is_killed_memory(workdir):
     assert result.duration < 10
 
 
+@pytest.mark.parametrize("folder", ["/tmp", "/dev/shm"])
+def test_files_stored_in_memory_backed_folders_count_against_the_memory_limit(workdir, folder):
+    fill = f"for n in 1 2 3; do head -c 60M /dev/zero > {folder}/fill$n; done; sleep 5; echo survived"
+    result = BwrapSandbox().run(workdir, fill, Limits(wall_seconds=20, memory_bytes=128 * 1024**2))
+    assert result.status == KILLED_MEMORY
+    assert "survived" not in result.output
+
+
+def test_the_root_and_dev_are_read_only_so_nothing_is_stored_there(workdir):
+    fill = "for folder in / /dev; do head -c 60M /dev/zero > ${folder%/}/fill; done; echo done"
+    result = BwrapSandbox().run(workdir, fill, Limits(wall_seconds=20, memory_bytes=128 * 1024**2))
+    assert result.status == PASSED
+    assert result.output.splitlines() == ["sh: 1: cannot create /fill: Read-only file system",
+                                          "sh: 1: cannot create /dev/fill: Read-only file system",
+                                          "done"]
+
+
+def test_tmp_and_dev_shm_serve_an_ordinary_run(workdir):
+    """multiprocessing's locks live in /dev/shm; a test's scratch files in /tmp."""
+    script = ("python3 -c 'import multiprocessing; multiprocessing.Lock()' && "
+              "head -c 20M /dev/zero > /tmp/scratch && head -c 20M /dev/zero > /dev/shm/scratch && "
+              "du -m /tmp/scratch /dev/shm/scratch")
+    result = BwrapSandbox().run(workdir, script, Limits(wall_seconds=20, memory_bytes=128 * 1024**2))
+    assert (result.status, result.output) == (PASSED, "20\t/tmp/scratch\n20\t/dev/shm/scratch\n")
+
+
+def test_a_folder_past_tmp_bytes_is_full(workdir):
+    result = BwrapSandbox().run(workdir, "head -c 8M /dev/zero > /dev/shm/big",
+                                Limits(wall_seconds=20, tmp_bytes=4 * 1024**2))
+    assert result.status == FAILED
+    assert "No space left on device" in result.output
+
+
 def test_a_file_past_file_bytes_is_cut_off(workdir):
     result = BwrapSandbox().run(workdir, "head -c 4M /dev/zero > big.bin",
                                 Limits(wall_seconds=20, file_bytes=1024**2))
@@ -208,6 +241,49 @@ def test_the_template_fills_in_the_workdir_the_image_and_the_limits():
     argv = sandbox.argv(Path("/w d"), ["pytest", "-k", "a b"], Limits(memory_bytes=1000))
     assert argv == ["docker", "run", "--rm", "--memory", "1000", "-v", "/w d:/work", "team/task:1",
                     "pytest", "-k", "a b"]
+
+
+@pytest.mark.parametrize("image", ["--privileged", "--volume=/:/host", "--env-file=/etc/gagar.env",
+                                   "team/task:1 --privileged", "team/task:1\n", "Team/Task", "team/task@sha256:abc"])
+def test_an_image_that_is_not_an_image_reference_is_refused(image):
+    with pytest.raises(SandboxConfigError, match=r"sandbox image: .* is not an image reference"):
+        CommandSandbox("docker run --rm {image} {command}", image=image)
+
+
+@pytest.mark.parametrize("image", ["python", "team/task:1", "registry.example.com:5000/team/task_x:v1.2-rc",
+                                   f"ghcr.io/team/task@sha256:{'0' * 64}", "[::1]:5000/task"])
+def test_an_image_reference_is_handed_to_the_runtime_as_it_is(image):
+    argv = CommandSandbox("docker run --rm {image} {command}", image=image).argv(Path("/w"), ["pytest"], QUICK)
+    assert argv == ["docker", "run", "--rm", image, "pytest"]
+
+
+def test_the_workers_secrets_do_not_reach_the_runtime(workdir, monkeypatch):
+    """The template's program (here `sh -c env`, where a team has docker) gets PATH and HOME."""
+    monkeypatch.setenv("SECRET_KEY", "django-secret")
+    monkeypatch.setenv("DATABASE_URL", "postgres://gagar:hunter2@db/gagar")
+    result = CommandSandbox("sh -c env {command}").run(workdir, ["true"], QUICK)
+    assert result.status == PASSED
+    assert sorted(line.split("=", 1)[0] for line in result.output.splitlines()
+                  if line.startswith(("PATH=", "HOME="))) == ["HOME", "PATH"]
+    assert "django-secret" not in result.output and "hunter2" not in result.output
+
+
+def test_the_runtime_gets_the_names_the_deployment_lists(workdir, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/docker.sock")
+    monkeypatch.setenv("DOCKER_CONFIG", "/etc/gagar/docker")
+    sandbox = make_sandbox(SandboxConfig("command", template="sh -c env {command}", pass_env=("DOCKER_HOST",)))
+    output = sandbox.run(workdir, ["true"], QUICK).output.splitlines()
+    assert "DOCKER_HOST=unix:///run/docker.sock" in output
+    assert not any(line.startswith("DOCKER_CONFIG=") for line in output)
+
+
+def test_a_listed_name_the_worker_does_not_have_is_a_configuration_error_at_check(monkeypatch):
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    config = SandboxConfig("command", template="sh -c {command} {image}", pass_env=("DOCKER_HOST",))
+    with pytest.raises(SandboxConfigError, match="DOCKER_HOST to pass to the runtime, but not set"):
+        check_backend(config)
+    with pytest.raises(SandboxConfigError, match="'DOCKER HOST' is not the name of an environment variable"):
+        make_sandbox(SandboxConfig("command", template=TEMPLATE, pass_env=("DOCKER HOST",)))
 
 
 def test_checking_a_working_command_backend_passes():

@@ -117,6 +117,49 @@ def test_a_relative_symlink_that_climbs_out_is_refused(codebase, tmp_path):
         prepare_workdir(codebase, new_symlink("src/link", "../../outside"), into=tmp_path / "work")
 
 
+def binary_symlink(path, target, scratch):
+    """A GIT binary patch that creates the symlink `path` -> `target`: `git diff --binary`
+    of a file marked binary holding the target, its mode then set to a symlink's (git
+    writes a symlink's own diff as text)."""
+    repo = scratch / "binary-patch"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".git" / "info" / "attributes").write_text(f"{path} binary\n")
+    (repo / path).write_text(target)
+    subprocess.run(["git", "-C", str(repo), "add", path], check=True)
+    diff = subprocess.run(["git", "-C", str(repo), "diff", "--cached", "--binary"],
+                          check=True, capture_output=True, text=True).stdout
+    assert "GIT binary patch" in diff
+    return diff.replace("new file mode 100644", "new file mode 120000")
+
+
+def test_a_symlink_in_a_binary_patch_is_refused_before_anything_is_copied(codebase, tmp_path):
+    patch = binary_symlink("passwd", "/etc/passwd", tmp_path)
+    with pytest.raises(PatchRefused, match="not in the patch as text") as refused:
+        patch_paths(patch)
+    assert refused.value.path == "passwd"
+    with pytest.raises(PatchRefused, match="passwd: a symlink whose target"):
+        prepare_workdir(codebase, patch, into=tmp_path / "work")
+    assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.parametrize("mode", ["0120000", "120000 ", "120755"])
+def test_a_symlink_out_of_the_tree_is_refused_however_its_mode_is_spelled(codebase, tmp_path, mode):
+    """git reads these as a symlink's mode; the copy, once patched, is what is checked."""
+    patch = new_file("passwd", "/etc/passwd", mode=mode).replace(
+        "+/etc/passwd\n", "+/etc/passwd\n\\ No newline at end of file\n")
+    with pytest.raises(PatchRefused, match="symlink to '/etc/passwd' leaves the tree") as refused:
+        prepare_workdir(codebase, patch, into=tmp_path / "work")
+    assert refused.value.path == "passwd"
+    assert not (tmp_path / "work").exists()
+
+
+def test_a_loop_of_symlinks_inside_the_tree_is_applied(codebase, tmp_path):
+    patch = new_symlink("loop_a", "loop_b") + new_symlink("loop_b", "loop_a")
+    workdir = prepare_workdir(codebase, patch, into=tmp_path / "work")
+    assert os.readlink(workdir / "loop_a") == "loop_b"
+
+
 def test_a_symlink_within_the_tree_is_applied(codebase, tmp_path):
     workdir = prepare_workdir(codebase, new_symlink("docs/app", "../app.py"), into=tmp_path / "work")
     assert (workdir / "docs" / "app").resolve() == (workdir / "app.py").resolve()
