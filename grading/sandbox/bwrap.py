@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grading.sandbox.errors import SandboxConfigError
-from grading.sandbox.limits import ERROR, PASSED, Limits, RunResult
+from grading.sandbox.limits import ERROR, FAILED, PASSED, Limits, RunResult
+from grading.sandbox.started import announced, reached
 from grading.sandbox.supervise import pid_namespace_memory, supervise
 
 SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/etc")
@@ -98,6 +99,12 @@ class BwrapSandbox:
                                       filesystems=MEMORY_FILESYSTEMS)
         status, exit_code, output = supervise(process, limits, started=started,
                                               memory_in_use=memory)
+        started_command, output = reached(output)
+        if not started_command and status in (PASSED, FAILED):
+            # bwrap says the sandbox is up before it mounts the workdir, and a mount that
+            # fails ends it with exit code 1, as a failing command would.
+            return RunResult(ERROR, None, time.monotonic() - started,
+                             f"bwrap exited with {exit_code} before the command ran: {output}", shown)
         return RunResult(status, exit_code, time.monotonic() - started, output, shown)
 
     def argv(self, workdir: Path, command: list[str] | str, limits: Limits, *,
@@ -122,7 +129,7 @@ class BwrapSandbox:
             "--size", str(limits.tmp_bytes), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
             "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
             "--bind", str(workdir), WORKDIR, "--chdir", WORKDIR, "--remount-ro", "/", *info,
-            "--", *process_limits, *argv,
+            "--", *process_limits, *announced(argv),
         ]
 
 

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grading.sandbox.errors import SandboxConfigError
-from grading.sandbox.limits import PASSED, Limits, RunResult
+from grading.sandbox.limits import ERROR, FAILED, PASSED, Limits, RunResult
+from grading.sandbox.started import announced, reached
 from grading.sandbox.supervise import supervise
 
 COMMAND = "{command}"
@@ -129,13 +130,18 @@ class CommandSandbox:
                                    stderr=subprocess.STDOUT, env=env, start_new_session=True)
         status, exit_code, output = supervise(process, limits, started=started,
                                               memory_in_use=None)
+        started_command, output = reached(output)
+        if not started_command and status in (PASSED, FAILED):  # a runtime that could not start it
+            return RunResult(ERROR, None, time.monotonic() - started,
+                             f"the runtime exited with {exit_code} before the command ran: {output}",
+                             shlex.join(argv))
         return RunResult(status, exit_code, time.monotonic() - started, output,
                          shlex.join(argv))
 
     def argv(self, workdir: Path, command: list[str] | str, limits: Limits) -> list[str]:
         """The host command line of one run."""
         values = {**dataclasses.asdict(limits), "workdir": str(workdir), "image": self.image}
-        command_words = command if isinstance(command, list) else ["sh", "-c", command]
+        command_words = announced(command if isinstance(command, list) else ["sh", "-c", command])
         argv: list[str] = []
         for word in shlex.split(self.template):
             argv += command_words if word == COMMAND else [word.format(**values)]

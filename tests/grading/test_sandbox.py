@@ -22,12 +22,14 @@ from grading.sandbox import (
     make_sandbox,
 )
 from grading.sandbox.bwrap import SYSTEM_PATHS
-from grading.sandbox.limits import FAILED, KILLED_MEMORY, KILLED_OUTPUT, PASSED, TIMEOUT
+from grading.sandbox.limits import ERROR, FAILED, KILLED_MEMORY, KILLED_OUTPUT, PASSED, TIMEOUT
+from grading.sandbox.started import STARTED, announced
 
 TEMPLATE = ("bwrap --unshare-all --die-with-parent --clearenv --setenv PATH /usr/bin:/bin "
             "--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind {workdir} /work "
             "--chdir /work -- {command}")
 QUICK = Limits(wall_seconds=20)
+PRINTS_ENV = """sh -c 'env; exec "$@"' runtime {command}"""
 FORK_BOMB = ("import os, time\nrefused = False\nwhile True:\n    try:\n        os.fork()\n"
              "    except OSError as error:\n        if not refused:\n"
              "            print(error, flush=True)\n            refused = True\n"
@@ -74,7 +76,7 @@ def test_a_failing_command_fails_with_its_exit_code(sandbox, workdir):
 def test_the_result_names_a_command_line_that_runs_it_again(workdir):
     result = BwrapSandbox().run(workdir, ["cat", "hello.txt"], QUICK)
     again = subprocess.run(result.command, shell=True, capture_output=True, text=True)
-    assert again.stdout == result.output == "hello\n"
+    assert again.stdout == f"{STARTED}\nhello\n" and result.output == "hello\n"
 
 
 def test_an_infinite_loop_is_a_timeout(sandbox, workdir):
@@ -213,7 +215,7 @@ def test_a_missing_container_runtime_is_a_configuration_error_at_check():
 
 
 def test_a_runtime_that_cannot_run_true_is_a_configuration_error_at_check():
-    with pytest.raises(SandboxConfigError, match=r"cannot run `true` \(failed\)"):
+    with pytest.raises(SandboxConfigError, match=r"cannot run `true` \(error\)"):
         check_backend(SandboxConfig("command", template="false {command}"))
 
 
@@ -240,7 +242,7 @@ def test_the_template_fills_in_the_workdir_the_image_and_the_limits():
                              image="team/task:1")
     argv = sandbox.argv(Path("/w d"), ["pytest", "-k", "a b"], Limits(memory_bytes=1000))
     assert argv == ["docker", "run", "--rm", "--memory", "1000", "-v", "/w d:/work", "team/task:1",
-                    "pytest", "-k", "a b"]
+                    *announced(["pytest", "-k", "a b"])]
 
 
 @pytest.mark.parametrize("image", ["--privileged", "--volume=/:/host", "--env-file=/etc/gagar.env",
@@ -254,14 +256,15 @@ def test_an_image_that_is_not_an_image_reference_is_refused(image):
                                    f"ghcr.io/team/task@sha256:{'0' * 64}", "[::1]:5000/task"])
 def test_an_image_reference_is_handed_to_the_runtime_as_it_is(image):
     argv = CommandSandbox("docker run --rm {image} {command}", image=image).argv(Path("/w"), ["pytest"], QUICK)
-    assert argv == ["docker", "run", "--rm", image, "pytest"]
+    assert argv == ["docker", "run", "--rm", image, *announced(["pytest"])]
 
 
 def test_the_workers_secrets_do_not_reach_the_runtime(workdir, monkeypatch):
-    """The template's program (here `sh -c env`, where a team has docker) gets PATH and HOME."""
+    """The template's program (here a shell printing its environment, where a team has docker)
+    gets PATH and HOME."""
     monkeypatch.setenv("SECRET_KEY", "django-secret")
     monkeypatch.setenv("DATABASE_URL", "postgres://gagar:hunter2@db/gagar")
-    result = CommandSandbox("sh -c env {command}").run(workdir, ["true"], QUICK)
+    result = CommandSandbox(PRINTS_ENV).run(workdir, ["true"], QUICK)
     assert result.status == PASSED
     assert sorted(line.split("=", 1)[0] for line in result.output.splitlines()
                   if line.startswith(("PATH=", "HOME="))) == ["HOME", "PATH"]
@@ -271,7 +274,7 @@ def test_the_workers_secrets_do_not_reach_the_runtime(workdir, monkeypatch):
 def test_the_runtime_gets_the_names_the_deployment_lists(workdir, monkeypatch):
     monkeypatch.setenv("DOCKER_HOST", "unix:///run/docker.sock")
     monkeypatch.setenv("DOCKER_CONFIG", "/etc/gagar/docker")
-    sandbox = make_sandbox(SandboxConfig("command", template="sh -c env {command}", pass_env=("DOCKER_HOST",)))
+    sandbox = make_sandbox(SandboxConfig("command", template=PRINTS_ENV, pass_env=("DOCKER_HOST",)))
     output = sandbox.run(workdir, ["true"], QUICK).output.splitlines()
     assert "DOCKER_HOST=unix:///run/docker.sock" in output
     assert not any(line.startswith("DOCKER_CONFIG=") for line in output)
@@ -293,3 +296,26 @@ def test_checking_a_working_command_backend_passes():
 def test_a_readonly_path_the_sandbox_would_mount_over_is_refused():
     with pytest.raises(SandboxConfigError, match="'/tmp/venv' lies under /tmp"):
         BwrapSandbox(readonly_paths=(*SYSTEM_PATHS, "/tmp/venv"))
+
+
+def test_a_workdir_the_sandboxs_user_cannot_reach_is_the_sandboxs_error_not_a_failing_command(tmp_path):
+    # bwrap says the sandbox is up, then fails to mount the copy and exits 1 as a failing command
+    # would: it was read as the candidate's failure. pytest's tmp_path is 0700, closed to nobody.
+    if BwrapSandbox().argv(tmp_path, ["true"], QUICK)[0] != "setpriv":
+        pytest.skip("the worker is not root here: the sandbox runs as the worker's user, who reaches its own folders")
+    folder = tmp_path / "work"
+    folder.mkdir()
+    result = BwrapSandbox().run(folder, ["true"], QUICK)
+    assert (result.status, result.exit_code) == (ERROR, None)
+    assert "before the command ran" in result.output and "Permission denied" in result.output
+
+
+def test_a_runtime_that_fails_before_the_command_is_the_sandboxs_error_not_a_failing_command(workdir):
+    result = CommandSandbox("sh -c 'echo no such image >&2; exit 125' runtime {command}").run(workdir, ["true"], QUICK)
+    assert (result.status, result.exit_code) == (ERROR, None)
+    assert result.output == "the runtime exited with 125 before the command ran: no such image\n"
+
+
+def test_a_command_that_prints_the_sandboxs_words_and_fails_is_still_a_failure(sandbox, workdir):
+    result = sandbox.run(workdir, "echo 'bwrap: Permission denied' >&2; exit 1", QUICK)
+    assert (result.status, result.exit_code, result.output) == (FAILED, 1, "bwrap: Permission denied\n")
