@@ -1,8 +1,10 @@
 """Integrity markers: cheap, explainable signals in a patch.
 
 Which paths are tests or stray leftovers, and which added lines are debug
-output or commented-out code; ``analyse_hunk`` gives a hunk's markers and the
-lines that carry them. ``grading.diffs`` attaches them to parsed patches.
+output, commented-out code or reach into the test runner; ``analyse_hunk``
+gives a hunk's markers and the lines that carry them, ``configures_runner``
+whether a file's change configures the test runner. ``grading.diffs``
+attaches them to parsed patches.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ COMMENTED_CODE = "commented_code"
 WHITESPACE_ONLY = "whitespace_only"
 BINARY = "binary"
 LARGE_FILE = "large_file"
+TAMPERS_WITH_TESTS = "tampers_with_tests"
 
 LARGE_FILE_LINES = 1000
 
@@ -32,6 +35,8 @@ MARKER_LABELS = {
     WHITESPACE_ONLY: "whitespace-only change",
     BINARY: "changes a binary file",
     LARGE_FILE: f"changes more than {LARGE_FILE_LINES} lines of one file",
+    TAMPERS_WITH_TESTS: "changes how the tests run or report: the runner's configuration, "
+                        "its plugins or internals, a forged summary",
 }
 
 
@@ -91,6 +96,82 @@ def is_stray_path(path: str, *, binary: bool = False) -> bool:
             or _STRAY_DIR_RE.fullmatch(d) for d in dirs)):
         return True
     return not dirs and (binary or (name.endswith(".py") and name not in _ROOT_PY_FILES))
+
+
+# --- the test runner -----------------------------------------------------------
+
+# Files that only configure pytest, and files that configure it among other tools (only
+# their pytest sections count).
+_RUNNER_CONFIG_NAMES = frozenset({"pytest.ini", ".pytest.ini"})
+_SHARED_CONFIG_NAMES = frozenset({"tox.ini", "setup.cfg", "pyproject.toml"})
+_SECTION_RE = re.compile(r"\s*\[[^\[\],=]+\]\s*(?:[#;].*)?")
+_PYTEST_SECTION_RE = re.compile(r"\s*\[\s*(?:pytest|tool:pytest|tool\.pytest(?:\.ini_options)?)\s*\]")
+# The options that choose what pytest loads, collects or counts as a pass.
+_PYTEST_OPTION_RE = re.compile(
+    r"\s*[\"']?(?:addopts|(?:required_)?plugins|python_(?:files|classes|functions)|testpaths"
+    r"|norecursedirs|pythonpath|usefixtures|xfail_strict|confcutdir)[\"']?\s*=|\s*[\"']?-p[\s\"']"
+)
+# The runner's own source (pytest, pluggy, a pytest plugin's package): its code reaches
+# into the runner by right.
+_RUNNER_SOURCE_DIR_RE = re.compile(r"_?pytest(?:[_-]\w*)?|pluggy")
+# What code outside the runner has no business with: pytest's internals, the hooks that
+# decide or report an outcome, pytest's report, a printed summary.
+_RUNNER_REACH_RE = re.compile(
+    r"\b(?:_pytest|pluggy)\b|\bTestReport\b|short test summary info"
+    r"|\bdef\s+pytest_(?:runtest_\w+|pyfunc_call|pycollect_makeitem|make_collect_report|report_\w+"
+    r"|terminal_summary|sessionfinish|unconfigure)\b"
+)
+# In a test file, pytest's internals may serve a test (`from _pytest.pytester import ...`):
+# only the outcome hooks, the report and a summary count there.
+_TEST_REACH_RE = re.compile(
+    r"\bTestReport\b|short test summary info"
+    r"|\bdef\s+pytest_(?:runtest_\w+|pyfunc_call|pycollect_makeitem|make_collect_report|report_\w+"
+    r"|terminal_summary|sessionfinish|unconfigure)\b"
+)
+_HARD_EXIT_RE = re.compile(r"\bos\._exit\s*\(")
+_ATEXIT_RE = re.compile(r"\batexit\b")
+
+
+def is_runner_source(path: str) -> bool:
+    """True for a file of the test runner itself (under `_pytest/`, `pytest/`, `pluggy/`,
+    a `pytest_*` plugin's package or module): a codebase that is the runner changes it by right."""
+    *dirs, name = path.split("/")
+    return any(_RUNNER_SOURCE_DIR_RE.fullmatch(part) for part in [*dirs, name.rsplit(".", 1)[0]])
+
+
+def configures_runner(path: str, hunks: list[list[tuple[str, str]]]) -> bool:
+    """True when a change to `path`, its hunks' (kind, text) lines, configures the test
+    runner: pytest.ini, a pytest section or option of tox.ini, setup.cfg or pyproject.toml,
+    or a package's `pytest11` entry points (a plugin pytest loads by itself)."""
+    name = path.rsplit("/", 1)[-1]
+    if name in _RUNNER_CONFIG_NAMES:
+        return True
+    if name == "entry_points.txt":
+        return any("pytest11" in text for lines in hunks for _, text in lines)
+    return name in _SHARED_CONFIG_NAMES and any(_changes_pytest_section(lines) for lines in hunks)
+
+
+def _changes_pytest_section(lines: list[tuple[str, str]]) -> bool:
+    """Whether a hunk of an ini or toml file changes a line of a pytest section, or, before
+    the hunk shows which section it is in, a line that names a pytest option."""
+    in_pytest = None  # no section header seen yet
+    for kind, text in lines:
+        if _SECTION_RE.fullmatch(text):
+            in_pytest = _PYTEST_SECTION_RE.match(text) is not None
+        if kind != " " and (in_pytest or (in_pytest is None and _PYTEST_OPTION_RE.match(text))):
+            return True
+    return False
+
+
+def _reaches_into_runner(texts: list[str], is_test: bool) -> list[int]:
+    """The indexes of `texts` (added code lines of one hunk) that reach into the test runner:
+    its internals, outcome hooks or report, a forged summary, or an exit at interpreter exit
+    (`atexit` and `os._exit` in the same hunk) that skips pytest's own exit status."""
+    pattern = _TEST_REACH_RE if is_test else _RUNNER_REACH_RE
+    found = [i for i, text in enumerate(texts) if pattern.search(text)]
+    if any(_ATEXIT_RE.search(text) for text in texts) and any(_HARD_EXIT_RE.search(text) for text in texts):
+        found += [i for i, text in enumerate(texts) if _HARD_EXIT_RE.search(text) or _ATEXIT_RE.search(text)]
+    return sorted(set(found))
 
 
 # --- line-level detectors ----------------------------------------------------
@@ -220,10 +301,12 @@ def normalise_whitespace(text: str, *, keep_indent: bool = True) -> str:
 
 
 def analyse_hunk(lines: list[tuple[str, str]], ext: str, is_test: bool, check_code: bool,
-                  is_new: bool, budget: Budget) -> tuple[frozenset[str], tuple]:
-    """Hunk-level markers and (line index, marker) pairs for one hunk."""
+                  is_new: bool, budget: Budget, check_runner: bool = False) -> tuple[frozenset[str], tuple]:
+    """Hunk-level markers and (line index, marker) pairs for one hunk. `check_runner`: look
+    for lines that reach into the test runner (a Python file, not the runner's own)."""
     markers: set[str] = set()
     flagged: list[tuple[int, str]] = []
+    runner_lines: list[tuple[int, str]] = []  # added code lines, for _reaches_into_runner
     python = ext in _PY_EXT
     # Inside a triple-quoted string on the post-image side. A hunk that starts
     # inside a docstring gets this backwards; it then misses flags, never adds.
@@ -244,12 +327,20 @@ def analyse_hunk(lines: list[tuple[str, str]], ext: str, is_test: bool, check_co
             if (text.count('"""') + text.count("'''")) % 2:
                 in_string = not in_string
                 quoted = True
+        # A string in code may be a forged summary or a conftest written out; in a test, a
+        # string is what a test of pytest itself feeds pytester.
+        if kind == "+" and check_runner and not stripped.startswith("#") and not (quoted and is_test):
+            runner_lines.append((i, text))
         if kind != "+" or quoted or not check_code:
             continue
         if _commented_code(stripped, ext, budget):
             flagged.append((i, COMMENTED_CODE))
         elif not is_test and _debug_output(text, ext):
             flagged.append((i, DEBUG_OUTPUT))
+    reaching = {runner_lines[j][0] for j in _reaches_into_runner([t for _, t in runner_lines], is_test)}
+    if reaching:  # the line's stronger marker: a forged summary printed is not debug output
+        flagged = sorted([(i, m) for i, m in flagged if i not in reaching]
+                         + [(i, TAMPERS_WITH_TESTS) for i in reaching])
     if tests < 0 or asserts < 0:
         markers.add(DELETES_TESTS)
     removed = [t for k, t in lines if k == "-"]

@@ -35,10 +35,13 @@ from grading.diff_markers import (  # noqa: F401  (markers are part of this modu
     LARGE_FILE_LINES,
     MARKER_LABELS,
     STRAY_FILE,
+    TAMPERS_WITH_TESTS,
     WHITESPACE_ONLY,
     Budget,
     analyse_hunk,
+    configures_runner,
     extension,
+    is_runner_source,
     is_stray_path,
     is_test_path,
     normalise_whitespace,
@@ -77,7 +80,9 @@ class Hunk:
 @dataclass(frozen=True)
 class FileDiff:
     """One file of a patch. ``old_path`` is None exactly when the file is new;
-    ``status`` is "binary" for any binary change, new or not."""
+    ``status`` is "binary" for any binary change, new or not. ``configures_runner``:
+    the change configures the test runner (pytest.ini, a pytest section of tox.ini...),
+    test machinery that the execution evidence leaves out."""
 
     path: str
     old_path: str | None
@@ -87,6 +92,7 @@ class FileDiff:
     removed: int
     markers: frozenset[str] = frozenset()
     is_test: bool = False
+    configures_runner: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,7 @@ def _file_diff(pf, budget: Budget) -> FileDiff:
     stray = is_new and is_stray_path(path, binary=status == BINARY)
     ext = extension(path)
     check_code = ext in CODE_EXTENSIONS and not stray
+    check_runner = ext == "py" and not is_runner_source(path)
     hunks = []
     for h in pf:
         lines = [(ln.line_type, ln.value.rstrip("\r\n")) for ln in h if ln.line_type in _KINDS]
@@ -151,7 +158,7 @@ def _file_diff(pf, budget: Budget) -> FileDiff:
         removed = sum(1 for k, _ in lines if k == "-")
         header = f"@@ -{h.source_start},{h.source_length} +{h.target_start},{h.target_length} @@"
         section = h.section_header.strip()
-        markers, flagged = analyse_hunk(lines, ext, is_test, check_code, is_new, budget)
+        markers, flagged = analyse_hunk(lines, ext, is_test, check_code, is_new, budget, check_runner)
         hunks.append(Hunk(
             header=f"{header} {section}" if section else header,
             source_start=h.source_start, target_start=h.target_start, lines=tuple(lines),
@@ -159,16 +166,19 @@ def _file_diff(pf, budget: Budget) -> FileDiff:
             markers=markers, line_markers=flagged,
         ))
     added, removed = sum(h.added for h in hunks), sum(h.removed for h in hunks)
+    runner_config = configures_runner(path, [list(h.lines) for h in hunks])
     markers = set().union(*(h.markers for h in hunks)) - {WHITESPACE_ONLY}
     if hunks and all(WHITESPACE_ONLY in h.markers for h in hunks):
         markers.add(WHITESPACE_ONLY)
     for flag, on in ((EDITS_TESTS, is_test), (DELETES_TESTS, is_test and status == DELETED),
                      (STRAY_FILE, stray), (BINARY, status == BINARY),
-                     (LARGE_FILE, added + removed > LARGE_FILE_LINES)):
+                     (LARGE_FILE, added + removed > LARGE_FILE_LINES),
+                     (TAMPERS_WITH_TESTS, runner_config)):
         if on:
             markers.add(flag)
     return FileDiff(path=path, old_path=src, status=status, hunks=tuple(hunks),
-                    added=added, removed=removed, markers=frozenset(markers), is_test=is_test)
+                    added=added, removed=removed, markers=frozenset(markers), is_test=is_test,
+                    configures_runner=runner_config)
 
 
 def _sections(lines: list[str]) -> Iterator[tuple[int, list[str]]]:

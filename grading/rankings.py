@@ -32,6 +32,7 @@ FLAGS = (
     "no_effect",               # its non-test changes change no behaviour: comments, whitespace, or none
     "removed_behaviour",       # deletes a return, raise, yield or call and writes nothing in its place
     "breaks_tests",            # fails tests that most of the other passing candidates pass
+    "tampers_with_tests",      # changes how the tests run or report: runner config, plugins, pytest's internals
 )
 
 

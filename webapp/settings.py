@@ -240,6 +240,17 @@ GAGAR_CODEBASES = os.environ.get("GAGAR_CODEBASES", "")
 GAGAR_SANDBOX = os.environ.get("GAGAR_SANDBOX", "bwrap")
 GAGAR_SANDBOX_PATHS = env_list("GAGAR_SANDBOX_PATHS")
 GAGAR_SANDBOX_TEMPLATE = os.environ.get("GAGAR_SANDBOX_TEMPLATE", "")
+# The worker's environment variables the template's runtime gets besides PATH and HOME
+# (DOCKER_HOST...): nothing else of it, the worker's secrets included, reaches the runtime.
+GAGAR_SANDBOX_ENV = env_list("GAGAR_SANDBOX_ENV")
+# The most each run may take, whatever a task's environment asks (it may ask up to 64 GiB and an
+# hour, grading/execution/environment.py): the evidence pass and a grader's code tools run the
+# task within these, and the group page says when its request was lowered.
+GAGAR_SANDBOX_MAX_MEMORY_MB = env_number("GAGAR_SANDBOX_MAX_MEMORY_MB", 4096)
+GAGAR_SANDBOX_MAX_WALL_SECONDS = env_number("GAGAR_SANDBOX_MAX_WALL_SECONDS", 600.0)
+if GAGAR_SANDBOX_MAX_MEMORY_MB < 64:  # grading.execution.environment.MIN_MEMORY_MB, not imported here
+    raise ImproperlyConfigured(f"GAGAR_SANDBOX_MAX_MEMORY_MB={GAGAR_SANDBOX_MAX_MEMORY_MB}: must be at least 64, "
+                               "the least memory a run may have")
 # Queue per `module:Class` grader, "name=queue,..."; those not listed go to "gpu". Profiles
 # name their own queue (the built-in heuristic one: cpu).
 GAGAR_GRADER_QUEUES = dict(item.split("=", 1) for item in env_list("GAGAR_GRADER_QUEUES"))

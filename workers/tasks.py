@@ -129,8 +129,9 @@ def evidence(*, group_id: int) -> None:
 
 @worker_init.connect
 def check_sandbox(**_) -> None:
-    """A sandbox that cannot run (bwrap missing, a container runtime without its daemon) stops
-    the worker at start with the reason, rather than failing every group's evidence pass."""
+    """A sandbox that cannot run (bwrap missing, a container runtime without its daemon, run
+    folders the sandbox's user cannot reach) stops the worker at start with the reason, rather
+    than failing every group's evidence pass."""
     try:
         evidence_check_sandbox()
     except SandboxConfigError as error:

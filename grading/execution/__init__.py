@@ -5,7 +5,7 @@ matrix (docs/execution.md).
 `Environment.from_dict` reads a task's `environment`; `plan_runs` says what to run for a
 group (deduplicated by a cache key, capped by a `GroupBudget`); `run_planned` runs it
 through a sandbox, resumably, within the group's time; `Matrix.build` joins the plan to
-the outcomes, and `flaky` and `breaks_tests` read verdicts from it. `CodebaseStore` gives
+the outcomes, and `flaky`, `breaks_tests` and `tampers_with_tests` read verdicts from it. `CodebaseStore` gives
 a task's code, `task_execution` what else its task says about running it.
 """
 
@@ -17,11 +17,12 @@ from grading.execution.reports import parse_pytest_summary
 from grading.execution.runner import run_planned
 from grading.execution.selection import PatchSplitError, named_after_touched_modules, split_patch
 from grading.execution.task import TaskExecution, task_execution
-from grading.execution.verdicts import breaks_tests, failing_for_every_passing, flaky
+from grading.execution.verdicts import breaks_tests, failing_for_every_passing, flaky, tampers_with_tests
 
 __all__ = [
     "Candidate", "Codebase", "CodebaseStore", "Environment", "GroupBudget", "Matrix", "MatrixRun",
     "NoCodebase", "PatchSplitError", "Plan", "PlannedRun", "RunOutcome", "Skipped", "TaskExecution",
     "breaks_tests", "failing_for_every_passing", "flaky", "named_after_touched_modules",
-    "parse_pytest_summary", "plan_runs", "run_key", "run_planned", "split_patch", "task_execution",
+    "parse_pytest_summary", "plan_runs", "run_key", "run_planned", "split_patch", "tampers_with_tests",
+    "task_execution",
 ]

@@ -20,6 +20,9 @@ import posixpath
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+from grading.sandbox.command import check_image
 
 TESTS = "{tests}"
 PYTEST, EXIT_CODE = "pytest", "exit_code"
@@ -33,14 +36,17 @@ MAX_MEMORY_MB = 64 * 1024
 MAX_SETUP_COMMANDS = 20
 MAX_COMMAND_CHARS = 4000
 FIELDS = ("image", "python", "setup", "test_command", "report", "wall_seconds", "memory_mb")
+# The pytest plugin that records a pytest run's outcomes (referee.py), as the runner copies
+# it into each run: part of a pytest run's fingerprint, as it decides how the run reads.
+REFEREE_SOURCE = Path(__file__).with_name("referee.py").read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
 class Environment:
     """What the tests of one task need.
 
-    - `image`: the container image the `command` sandbox runs them in (None: the host's
-      system folders, through `bwrap`).
+    - `image`: the container image the `command` sandbox runs them in, an image reference
+      (`[registry[:port]/]name[:tag][@digest]`; None: the host's system folders, through `bwrap`).
     - `python`: the interpreter, an absolute path as the sandbox sees it; its folder goes
       first on PATH, so `python` and `pytest` in the commands are its environment's.
     - `setup`: shell lines run in the workdir before the tests, in a run of their own.
@@ -93,8 +99,11 @@ class Environment:
 
     @property
     def fingerprint(self) -> str:
-        """A digest of everything here that can change a run's outcome: part of its cache key."""
+        """A digest of everything here that can change a run's outcome, and of the referee
+        that reads a pytest run: part of its cache key."""
         text = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        if self.report == PYTEST:
+            text += REFEREE_SOURCE
         return hashlib.sha256(text.encode()).hexdigest()
 
     @property
@@ -108,10 +117,20 @@ class Environment:
             return None
         return "\n".join([*self._preamble(), *self.setup])
 
-    def test_script(self, tests: Sequence[str]) -> str:
-        """The shell script of the test run, `tests` quoted into `{tests}`."""
+    def test_script(self, tests: Sequence[str], *, referee: str | None = None) -> str:
+        """The shell script of the test run, `tests` quoted into `{tests}`. `referee`: the
+        folder of the run's copy that holds the referee plugin, module of the same name
+        (`reports.seat_referee`): pytest loads it from PYTEST_PLUGINS, before any conftest
+        or tested module, whatever the codebase's configuration says. A command that sets
+        PYTHONPATH or PYTEST_PLUGINS itself must keep what they hold."""
         selection = " ".join(shlex.quote(test) for test in tests)
-        return "\n".join([*self._preamble(), self.test_command.replace(TESTS, selection)])
+        lines = self._preamble()
+        if referee is not None:
+            folder = shlex.quote(referee)
+            lines.append(f'PYTEST_PLUGINS={folder}"${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}"; '
+                         f'PYTHONPATH="$PWD"/{folder}"${{PYTHONPATH:+:$PYTHONPATH}}"; '
+                         "export PYTEST_PLUGINS PYTHONPATH")
+        return "\n".join([*lines, self.test_command.replace(TESTS, selection)])
 
     def _preamble(self) -> list[str]:
         lines = ["set -e"]
@@ -128,6 +147,10 @@ def _check(env: Environment) -> None:
                          "selected tests go (without it every run would run the same tests)")
     if env.image is not None:
         _text("image", env.image)
+        try:
+            check_image(env.image)
+        except ValueError as error:
+            raise ValueError(f"environment.image: {error}") from None
     if env.python is not None:
         _text("python", env.python)
         if not env.python.startswith("/"):

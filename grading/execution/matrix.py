@@ -26,11 +26,13 @@ LOG_TAIL_CHARS = 4000
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """What one run came to. `status`: `pass`/`fail` (the command's exit code), `timeout`
-    (killed at the wall clock), `error` (killed at a memory or output limit, a failed
-    setup, a sandbox that could not start it: `reason` says which) or `refused` (the patch
-    was never applied: `reason` is the sandbox's). `tests`: each reported test's status.
-    `command`: the host command line that runs it again ("" when refused)."""
+    """What one run came to. `status`: `pass`/`fail` (the command's exit code; for a pytest
+    report, pytest's own verdict as its referee recorded it), `timeout` (killed at the wall
+    clock), `error` (killed at a memory or output limit, a failed setup, a sandbox that
+    could not start it: `reason` says which) or `refused` (the patch was never applied:
+    `reason` is the sandbox's). `tests`: each reported test's status. `command`: the host
+    command line that runs it again ("" when refused). `tampering`: what the run did to the
+    test runner, each in words (reports.read_referee)."""
 
     status: str
     tests: Mapping[str, str]
@@ -38,6 +40,7 @@ class RunOutcome:
     log_tail: str
     command: str
     reason: str = ""
+    tampering: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.status not in RUN_STATUSES:
@@ -48,13 +51,15 @@ class RunOutcome:
 
     def to_dict(self) -> dict:
         return {"status": self.status, "tests": dict(self.tests), "duration": self.duration,
-                "log_tail": self.log_tail, "command": self.command, "reason": self.reason}
+                "log_tail": self.log_tail, "command": self.command, "reason": self.reason,
+                "tampering": list(self.tampering)}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> RunOutcome:
+        # Outcomes stored before the referee have no "tampering": none was looked for.
         return cls(str(data["status"]), {str(t): str(s) for t, s in data["tests"].items()},
                    float(data["duration"]), str(data["log_tail"]), str(data["command"]),
-                   str(data["reason"]))
+                   str(data["reason"]), tuple(str(t) for t in data.get("tampering", ())))
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 
 1. `reward`: the reward's own tests, on the candidate's patch with the task's test patch
    on top (the candidate's changes to the files the test patch touches are dropped first,
-   as SWE-bench's harness resets them). For every candidate, passing or not, so that a
-   verdict that does not reproduce shows either way.
+   as SWE-bench's harness resets them, and so are its changes to the test runner's
+   configuration and its conftest.py files: the runner runs as the codebase has it). For
+   every candidate, passing or not, so that a verdict that does not reproduce shows
+   either way.
 2. `existing`: the codebase's tests of the modules the passing candidates touch, chosen by
    a rule (`selection.named_after_touched_modules` by default) and capped by the budget, on each
    passing candidate's code part (its test changes left out, so that an edited test
@@ -32,6 +34,7 @@ from grading.execution.selection import (
     PatchSplitError,
     file_patches,
     join_patches,
+    machinery_paths,
     named_after_touched_modules,
     runnable_test_files,
     split_patch,
@@ -144,7 +147,7 @@ def plan_runs(candidates: Sequence[Candidate], *, codebase_id: str,
         if not reward_tests:
             return
         for c in group:
-            patch = join_patches(without_files(c.patch, reset_paths), test_patch)
+            patch = join_patches(without_files(c.patch, [*reset_paths, *machinery_paths(c.patch)]), test_patch)
             runs.add(REWARD, c.id, patch, reward_tests)
 
     add_reward_runs(passing)

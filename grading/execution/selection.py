@@ -2,8 +2,10 @@
 
 A file is a test by the rule the heuristic grader and the review pages use
 (`diff_markers.is_test_path`, through `diffs.parse_patch`): under a test folder, or named
-like a test. A patch splits at its `diff --git` lines, one section per file, each a patch
-that applies on its own.
+like a test. A change that configures the test runner (`diff_markers.configures_runner`:
+pytest.ini, a pytest section of tox.ini...) is neither code nor a test: test machinery,
+which no run applies, so that the runner runs as the codebase configures it. A patch
+splits at its `diff --git` lines, one section per file, each a patch that applies on its own.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ _FILE_START = re.compile(r"^(?=diff --git )", re.MULTILINE)
 _TEST_PREFIX = "test_"
 _TEST_SUFFIXES = ("_tests", "_test", "_spec", ".test", ".spec", "Tests", "Test")
 # Test files that hold no tests of their own: pytest reads them, a selection never names them.
-_NOT_RUN = frozenset({"conftest.py", "__init__.py"})
+_CONFTEST = "conftest.py"
+_NOT_RUN = frozenset({_CONFTEST, "__init__.py"})
 
 
 class PatchSplitError(ValueError):
@@ -33,12 +36,19 @@ class PatchSplitError(ValueError):
 @dataclass(frozen=True)
 class FilePatch:
     """One file's section of a patch: its path (the new one; the old one when deleted),
-    whether it is a test file, whether the patch deletes it, and its text."""
+    whether it is a test file, whether the patch deletes it, its text, and whether it
+    configures the test runner."""
 
     path: str
     is_test: bool
     deleted: bool
     text: str
+    configures_runner: bool = False
+
+    @property
+    def is_machinery(self) -> bool:
+        """The runner's configuration, or a conftest.py: a plugin pytest loads by itself."""
+        return self.configures_runner or posixpath.basename(self.path) == _CONFTEST
 
 
 def file_patches(patch: str) -> list[FilePatch]:
@@ -58,16 +68,24 @@ def file_patches(patch: str) -> list[FilePatch]:
             reason = parsed.error or f"{len(parsed.files)} files in one section"
             raise PatchSplitError(f"cannot cut the patch by file: {reason}")
         diff = parsed.files[0]
-        files.append(FilePatch(diff.path, diff.is_test, diff.status == DELETED, text))
+        files.append(FilePatch(diff.path, diff.is_test, diff.status == DELETED, text, diff.configures_runner))
     return files
 
 
 def split_patch(patch: str) -> tuple[str, str]:
     """(code part, test part): the patch's non-test files and its test files, each a patch
-    of its own ("" when there is none). Raises PatchSplitError."""
-    files = file_patches(patch)
+    of its own ("" when there is none), neither with its changes to the runner's
+    configuration. Raises PatchSplitError."""
+    files = [f for f in file_patches(patch) if not f.configures_runner]
     return (join_patches(*(f.text for f in files if not f.is_test)),
             join_patches(*(f.text for f in files if f.is_test)))
+
+
+def machinery_paths(patch: str) -> list[str]:
+    """The files of `patch` that configure the test runner or are conftest.py files: what a
+    run of the reward's tests leaves out, as it leaves out the test patch's files. Raises
+    PatchSplitError."""
+    return [f.path for f in file_patches(patch) if f.is_machinery]
 
 
 def without_files(patch: str, paths: Iterable[str]) -> str:

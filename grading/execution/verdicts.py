@@ -9,6 +9,11 @@
   passing candidates that ran them pass. The existing tests count, and the peer tests
   that the reward's and the existing runs did not already report (a peer who changed
   an existing test file runs that file's old tests again: those count once).
+- `tampers_with_tests`: a candidate's own runs (the reward's and the existing tests, which
+  apply no other candidate's change) found it changing how the tests run or report:
+  pytest's report forged, its internals replaced, a plugin of its code, an exit status or
+  summary pytest did not give (reports.read_referee). A peer run applies its author's
+  tests too: what it finds is not the candidate's alone, and counts against none.
 """
 
 from __future__ import annotations
@@ -70,3 +75,15 @@ def breaks_tests(matrix: Matrix) -> dict[str, list[tuple[str, str]]]:
                 if others and others.count(PASS) > len(others) / 2:
                     found.setdefault(candidate, []).append((suite, test))
     return found
+
+
+def tampers_with_tests(matrix: Matrix) -> dict[str, list[str]]:
+    """{candidate: ["suite: what", ...]} for each candidate whose own runs found it tampering
+    with the test runner, each finding once."""
+    found: dict[str, list[str]] = {}
+    for candidate in matrix.passed:
+        for suite in (REWARD, EXISTING):
+            run = matrix.run_of(candidate, suite)
+            if run is not None and run.outcome.tampering:
+                found.setdefault(candidate, []).extend(f"{suite}: {what}" for what in run.outcome.tampering)
+    return {candidate: list(dict.fromkeys(whats)) for candidate, whats in found.items()}

@@ -21,7 +21,10 @@ raise, yield or call that the hunk does not write again costs ``WEIGHTS["removed
 Execution evidence, when the group has it (grading/execution): a fix that fails tests most
 of the other passing fixes pass (``breaks_tests``), or whose reward tests fail when run
 again (``not_reproduced``: a lucky pass, a flaky test), ranks below every fix without such
-a failure, the failing tests named in its rationale.
+a failure, the failing tests named in its rationale. A fix that tampers with the test machinery
+(``tampers_with_tests``: its patch configures the test runner or reaches into it, or its own runs
+found pytest's report forged, its internals replaced, a plugin of its code, a summary or exit status
+pytest did not give) ranks below every fix that does not, what it did named in its rationale.
 The rationale lists the features that cost the most, with the files behind them, so a
 reader can check every step; ``explain`` gives every term of every
 penalty, recomputed from the same inputs (the grading's page shows it: the
@@ -46,6 +49,7 @@ from grading.diffs import (
     DELETED,
     DELETES_TESTS,
     STRAY_FILE,
+    TAMPERS_WITH_TESTS,
     WHITESPACE_ONLY,
     EquivalenceClass,
     FileDiff,
@@ -56,7 +60,7 @@ from grading.diffs import (
     unique_files,
 )
 from grading.effects import no_effect, removed_behaviour
-from grading.execution.verdicts import breaks_tests, flaky
+from grading.execution.verdicts import breaks_tests, flaky, tampers_with_tests
 from grading.graders.base import Grader
 
 # Penalty points per feature. Changing one changes the grader's version.
@@ -80,6 +84,8 @@ WEIGHTS: Mapping[str, float] = {
     # over the largest penalty of a passing fix without an execution failure:
     "breaks_tests": 3.0,     # fails tests (existing, or a peer's) that most other passing fixes pass
     "not_reproduced": 3.0,   # the reward's tests fail when run again in the sandbox
+    # over the largest penalty of a passing fix that does not tamper, execution failures included:
+    "tampers_with_tests": 4.0,  # configures or reaches into the test runner, or its runs caught it at it
 }
 TIE_TOLERANCE = 0.1
 # A fix this many times the leanest (and at least COMPLEX_EXTRA lines longer) is flagged.
@@ -124,6 +130,9 @@ class Features:
     # ("suite: test"), and why its reward verdict did not reproduce
     broken_tests: list[str] = field(default_factory=list)
     not_reproduced: str | None = None
+    # how it changes the way the tests run or report: from its patch ("path:line `code`",
+    # "path configures the test runner"), then from its runs ("suite: what")
+    tampering: list[str] = field(default_factory=list)
     # the code lines the fix adds outside tests and stray files, whitespace removed
     added_lines: frozenset[str] = frozenset()
     # filled in per group: how many other distinct passing changes there are, and the
@@ -140,10 +149,13 @@ def patch_features(parsed: ParsedPatch, metrics: Mapping, statement: str = "") -
     debug_lines = commented_lines = whitespace_hunks = 0
     example = set(_literals(statement))
     added_lines: set[str] = set()
+    tampering: list[str] = []
     for f in parsed.files:
         stray_file = STRAY_FILE in f.markers
         if stray_file:
             stray.append(f.path)
+        if TAMPERS_WITH_TESTS in f.markers:
+            tampering += _tampering(f)
         if DELETES_TESTS in f.markers or (f.is_test and f.status == DELETED):
             test_removals.append(f.path)
         elif f.is_test and f.old_path is not None and f.removed:
@@ -185,7 +197,18 @@ def patch_features(parsed: ParsedPatch, metrics: Mapping, statement: str = "") -
         added_lines=frozenset(added_lines),
         no_effect=no_effect(parsed),
         removed_behaviour=[str(line) for line in removed_behaviour(parsed)],
+        tampering=tampering,
     )
+
+
+def _tampering(f: FileDiff) -> list[str]:
+    """What `f` (a file marked `tampers_with_tests`) does to the test machinery, for a reader."""
+    found = [f"{f.path} configures the test runner"] if f.configures_runner else []
+    for h in f.hunks:
+        numbers = h.line_numbers()
+        found += [f"{f.path}:{numbers[i][1]} `{h.lines[i][1].strip()[:80]}`"
+                  for i, marker in h.line_markers if marker == TAMPERS_WITH_TESTS]
+    return found
 
 
 def _added_lines(f: FileDiff) -> set[str]:
@@ -431,6 +454,7 @@ class HeuristicGrader(Grader):
         terms = {tid: penalty_terms(f, **least) for tid, f in features.items()}
         _rank_no_effect_last(features, terms)
         _rank_execution_failures_last(features, terms)
+        _rank_tampering_last(features, terms)
         return terms
 
     @staticmethod
@@ -482,12 +506,15 @@ def _rank_no_effect_last(features: Mapping[str, Features], terms: dict[str, list
 
 
 def _execution(features: Mapping[str, Features], group: GroupCase) -> None:
-    """Fill in `broken_tests` and `not_reproduced` from the group's matrix."""
+    """Fill in `broken_tests` and `not_reproduced` from the group's matrix, and put first in
+    `tampering` what its runs found."""
     broken = breaks_tests(group.execution)
     unreproduced = flaky(group.execution)
+    tampered = tampers_with_tests(group.execution)
     for tid, f in features.items():
         f.broken_tests = [f"{suite}: {test}" for suite, test in broken.get(tid, ())]
         f.not_reproduced = unreproduced.get(tid)
+        f.tampering = tampered.get(tid, []) + f.tampering  # what was seen before what is read
 
 
 def _rank_execution_failures_last(features: Mapping[str, Features], terms: dict[str, list[Term]]) -> None:
@@ -504,6 +531,19 @@ def _rank_execution_failures_last(features: Mapping[str, Features], terms: dict[
         if f.not_reproduced:
             terms[tid].append(Term("not_reproduced", WEIGHTS["not_reproduced"] + worst,
                                    f"not reproduced: {f.not_reproduced}", ("other",)))
+        terms[tid].sort(key=lambda t: -t.points)
+
+
+def _rank_tampering_last(features: Mapping[str, Features], terms: dict[str, list[Term]]) -> None:
+    """Give each fix that tampers with the test machinery a term of its weight above the largest
+    penalty of a fix that does not, execution failures included: whatever else it did, a fix that
+    changes how its tests run or report ranks below every fix that leaves them be."""
+    caught = {tid for tid, f in features.items() if f.tampering}
+    worst = max((sum(t.points for t in terms[tid]) for tid in features if tid not in caught), default=0.0)
+    for tid in caught:
+        f = features[tid]
+        terms[tid].append(Term("tampers_with_tests", WEIGHTS["tampers_with_tests"] + worst,
+                               f"tampers with the test machinery: {_names(f.tampering)}", ("tampers_with_tests",)))
         terms[tid].sort(key=lambda t: -t.points)
 
 

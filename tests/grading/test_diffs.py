@@ -13,6 +13,7 @@ from grading.diffs import (
     LARGE_FILE,
     MARKER_LABELS,
     STRAY_FILE,
+    TAMPERS_WITH_TESTS,
     WHITESPACE_ONLY,
     align_files,
     equivalence_classes,
@@ -311,7 +312,7 @@ def test_plain_unified_diffs_and_git_binary_patches_parse():
 
 def test_every_marker_has_a_label():
     markers = {EDITS_TESTS, DELETES_TESTS, STRAY_FILE, DEBUG_OUTPUT, COMMENTED_CODE,
-               WHITESPACE_ONLY, BINARY, LARGE_FILE}
+               WHITESPACE_ONLY, BINARY, LARGE_FILE, TAMPERS_WITH_TESTS}
 
     assert set(MARKER_LABELS) == markers
     assert all(MARKER_LABELS.values())
@@ -439,6 +440,67 @@ def test_console_log_in_javascript_is_debug_output():
 ])
 def test_prints_in_tests_strings_docs_and_removed_lines_are_not_debug_output(path, lines):
     assert DEBUG_OUTPUT not in one_file(path, " def f(x):", *lines).markers
+
+
+@pytest.mark.parametrize("path, lines", [
+    ("pytest.ini", ("+[pytest]", "+addopts = -ra")),
+    ("tox.ini", (" [pytest]", "+addopts = -p calc.plugin")),
+    ("setup.cfg", ("+[tool:pytest]", "+python_files = check_*.py")),
+    ("pyproject.toml", (' testpaths = ["tests"]', '+addopts = "-p calc.plugin"')),
+    ("pyproject.toml", ("+[tool.pytest.ini_options]", "+xfail_strict = false")),
+    ("pyproject.toml", (" [tool.pytest.ini_options]", " markers = [", '     ["slow"],', "+]")),
+    ("tox.ini", ("     --strict-markers", "+    -p calc.plugin")),
+    ("calc.egg-info/entry_points.txt", ("+[pytest11]", "+calc = calc.plugin")),
+])
+def test_configuring_the_test_runner_tampers_with_tests(path, lines):
+    f = one_file(path, *lines)
+    assert f.configures_runner and TAMPERS_WITH_TESTS in f.markers
+
+
+@pytest.mark.parametrize("path, lines", [
+    ("setup.cfg", ("+[metadata]", "+name = calc")),
+    ("pyproject.toml", (' [project]', '+version = "1.1"')),
+    ("tox.ini", (" [testenv]", "+commands = mkdir -p build")),
+    ("setup.cfg", (" [flake8]", "+max-line-length = 100", " ", " [tool:pytest]", " addopts = -ra")),
+    ("pkg/conftest.py", ("+@pytest.fixture", "+def calc():", "+    return Calc()")),
+])
+def test_other_configuration_and_plain_fixtures_do_not_tamper_with_tests(path, lines):
+    f = one_file(path, *lines)
+    assert not f.configures_runner and TAMPERS_WITH_TESTS not in f.markers
+
+
+@pytest.mark.parametrize("path, line", [
+    ("calc/__init__.py", "from _pytest.reports import TestReport"),
+    ("calc/__init__.py", "import pluggy"),
+    ("calc/plugin.py", "def pytest_runtest_makereport(item, call):"),
+    ("calc/ops.py", "    sys.stdout.write('=== short test summary info ===\\n')"),
+    ("tests/conftest.py", "def pytest_runtest_makereport(item, call):"),
+    ("tests/conftest.py", "    report = TestReport.from_item_and_call(item, call)"),
+])
+def test_code_that_reaches_into_the_test_runner_tampers_with_tests(path, line):
+    f = one_file(path, " import os", "+" + line)
+    assert TAMPERS_WITH_TESTS in f.markers
+    assert f.hunks[0].line_markers == ((1, TAMPERS_WITH_TESTS),)
+
+
+def test_an_exit_at_interpreter_exit_tampers_with_tests_and_a_cleanup_does_not():
+    forged = one_file("calc/__init__.py", "+import atexit", "+import os", "+atexit.register(lambda: os._exit(0))")
+    assert forged.hunks[0].line_markers == ((0, TAMPERS_WITH_TESTS), (2, TAMPERS_WITH_TESTS))
+    cleanup = one_file("calc/__init__.py", "+import atexit", "+atexit.register(shutil.rmtree, CACHE)")
+    assert TAMPERS_WITH_TESTS not in cleanup.markers
+
+
+@pytest.mark.parametrize("path, lines", [
+    ("src/_pytest/runner.py", ("+from _pytest.reports import TestReport",)),
+    ("pytest_django/plugin.py", ("+def pytest_runtest_setup(item):",)),
+    ("pytest_timeout.py", ("+def pytest_runtest_protocol(item):",)),
+    ("tests/test_terminal.py", ("+from _pytest.pytester import Pytester",)),
+    ("testing/test_runner.py", ('+    pytester.makeconftest("""', "+        def pytest_runtest_makereport(item):",
+                                '+    """)')),
+    ("calc/ops.py", ("+    # see _pytest.runner for how a report is made",)),
+])
+def test_the_runners_own_code_its_tests_and_comments_do_not_tamper_with_tests(path, lines):
+    assert TAMPERS_WITH_TESTS not in one_file(path, *lines).markers
 
 
 @pytest.mark.parametrize("line", [

@@ -1,8 +1,12 @@
 """The execution-evidence pass without a sandbox: the environment a task names, the split of
 a patch into code and tests, the plan of a group's runs, pytest's summary, the matrix
-and its verdicts. tests/grading/test_execution_sandbox.py runs a plan for real."""
+and its verdicts, and the runner's folders, locks and machine errors with a stand-in
+sandbox. tests/grading/test_execution_sandbox.py runs a plan for real."""
 
 import json
+import stat
+import threading
+import time
 
 import pytest
 
@@ -22,8 +26,9 @@ from grading.execution import (
     plan_runs,
     split_patch,
 )
+from grading.execution.runner import MachineError, run_planned
 from grading.execution.selection import join_patches, runnable_test_files, without_files
-from grading.sandbox import prepare_workdir
+from grading.sandbox import RunResult, prepare_workdir
 
 PYTEST_ENV = Environment.from_dict({"test_command": "python -m pytest -rA {tests}", "report": "pytest"})
 
@@ -381,7 +386,7 @@ def test_the_matrix_goes_through_json_and_back_unchanged():
     assert stored["runs"][0] == {
         "key": matrix.runs[0].key, "suite": "reward", "candidates": ["a"], "tests": [X],
         "outcome": {"status": "pass", "tests": {X: "pass"}, "duration": 1.5, "log_tail": "log",
-                    "command": "bwrap ... pytest", "reason": ""}}
+                    "command": "bwrap ... pytest", "reason": "", "tampering": []}}
 
 
 def test_a_run_with_no_outcome_must_have_been_skipped():
@@ -397,3 +402,161 @@ def test_an_outcome_with_an_unknown_status_is_refused():
         RunOutcome("passed", {}, 1.0, "", "")
     with pytest.raises(ValueError, match="test statuses not one of"):
         RunOutcome("pass", {"t": "skipped"}, 1.0, "", "")
+
+
+# --- the runner: a folder per attempt, a key held by one worker, the machine's errors --------
+
+
+class StandIn:
+    """A sandbox that runs nothing: it answers `status` to a run's script (after `gate`, when
+    given), and notes each script's workdir and the mode of the folder around it."""
+
+    def __init__(self, status="passed", gate=None):
+        self.status, self.gate, self.runs = status, gate, []
+
+    def check(self):
+        pass
+
+    def run(self, workdir, command, limits):
+        self.runs.append((workdir, stat.S_IMODE(workdir.parent.stat().st_mode)))
+        if self.gate is not None:
+            self.gate.wait(30)
+        if self.status == "error":  # as bwrap answers when its user cannot reach the workdir
+            return RunResult("error", None, 0.01, "bwrap exited with 1 before the command ran: bwrap: Can't "
+                                                  f"find source path {workdir}: Permission denied", "bwrap ...")
+        if self.status == "failed":  # a candidate's code may print what bwrap prints
+            return RunResult("failed", 1, 0.01, f"bwrap: Can't find source path {workdir}: Permission denied",
+                             f"bwrap --bind {workdir} /work")
+        return RunResult(self.status, 0, 0.01, "1 passed", f"stand-in --bind {workdir} /work")
+
+
+@pytest.fixture
+def calc(tmp_path):
+    """A plain codebase that CODE applies to, and a work root."""
+    (tmp_path / "calc" / "calc").mkdir(parents=True)
+    (tmp_path / "calc" / "calc" / "ops.py").write_text("X = 1\n")
+    (tmp_path / "work").mkdir()
+    return tmp_path / "calc", tmp_path / "work"
+
+
+# The stand-in prints no pytest report: its runs are read by their exit code.
+PLAIN_ENV = Environment.from_dict({"test_command": "python -m pytest {tests}"})
+
+
+def run_one(codebase, workroot, sandbox, *, patch=CODE, environment=PLAIN_ENV, seconds=30, store=None):
+    """A one-run plan of `patch`, run as a worker whose outcomes go to `store` (shared with other
+    workers): (the outcomes handed over, the runs skipped, the run's key)."""
+    store = {} if store is None else store
+    outcomes = []
+
+    def keep(run, outcome):
+        store.setdefault(run.key, outcome)
+        outcomes.append(outcome)
+
+    group = plan([Candidate("a", patch, True)], codebase_files=["calc/ops.py"], reward_tests=[X],
+                 environment=environment)
+    skipped = run_planned(group, codebase=codebase, sandbox=sandbox, workroot=workroot, environment=environment,
+                          seconds=seconds, on_result=keep, stored=store.get)
+    return outcomes, skipped, group.runs[0].key
+
+
+def test_each_attempt_at_a_run_works_in_a_folder_of_its_own_that_the_sandbox_user_enters(calc):
+    codebase, workroot = calc
+    sandbox = StandIn()
+    _, _, key = run_one(codebase, workroot, sandbox)
+    run_one(codebase, workroot, sandbox)
+    (first, first_mode), (second, second_mode) = sandbox.runs
+    assert first != second and first.name == second.name == "work"
+    assert first.parent.parent == second.parent.parent == workroot
+    assert first.parent.name.startswith(f"{key}-") and second.parent.name.startswith(f"{key}-")
+    assert first_mode == second_mode == 0o755
+    assert list(workroot.iterdir()) == []  # each attempt's folder and the key's lock are gone
+
+
+def in_thread(function, *args, **kwargs):
+    """Start `function` in a thread of its own: (the thread, where its answer goes)."""
+    answer = {}
+    thread = threading.Thread(target=lambda: answer.setdefault("value", function(*args, **kwargs)))
+    thread.start()
+    return thread, answer
+
+
+def started(sandbox):
+    deadline = time.monotonic() + 10
+    while not sandbox.runs:
+        assert time.monotonic() < deadline, "the first worker's run did not start"
+        time.sleep(0.01)
+
+
+def test_a_key_another_worker_runs_is_waited_for_and_its_stored_outcome_taken_not_run_again(calc):
+    codebase, workroot = calc
+    gate = threading.Event()
+    sandbox, store = StandIn(gate=gate), {}
+    first, _ = in_thread(run_one, codebase, workroot, sandbox, store=store)
+    started(sandbox)
+    second, answer = in_thread(run_one, codebase, workroot, sandbox, store=store)
+    time.sleep(0.5)
+    assert len(sandbox.runs) == 1 and "value" not in answer  # the second worker waits for the key
+    gate.set()
+    first.join(10)
+    second.join(10)
+    outcomes, skipped, key = answer["value"]
+    assert len(sandbox.runs) == 1 and skipped == []
+    assert outcomes == [store[key]] and store[key].status == "pass"
+
+
+def test_a_worker_that_waits_for_a_key_past_the_groups_time_skips_it_saying_why(calc):
+    codebase, workroot = calc
+    gate = threading.Event()
+    sandbox = StandIn(gate=gate)
+    first, _ = in_thread(run_one, codebase, workroot, sandbox)
+    started(sandbox)
+    try:
+        outcomes, skipped, _ = run_one(codebase, workroot, sandbox, seconds=0.5)
+    finally:
+        gate.set()
+        first.join(10)
+    assert outcomes == [] and len(sandbox.runs) == 1
+    assert [s.reason for s in skipped] == ["the group's time (0.5 s) ran out while another worker ran it"]
+
+
+@pytest.mark.parametrize("setup", [(), ("pip install -e .",)])
+def test_a_run_the_sandbox_cannot_start_is_the_machines_error_never_an_outcome(calc, setup):
+    codebase, workroot = calc
+    environment = Environment.from_dict({**PLAIN_ENV.to_dict(), "setup": list(setup)})
+    with pytest.raises(MachineError) as broke:
+        run_one(codebase, workroot, StandIn("error"), environment=environment)
+    assert str(broke.value) == f"the sandbox could not start the {'setup' if setup else 'test command'}"
+    assert str(workroot) not in str(broke.value)  # what every role sees names no folder of the machine's
+    assert "bwrap" in broke.value.detail  # the worker's log has it all
+    assert list(workroot.iterdir()) == []
+
+
+def test_a_failed_run_is_the_candidates_whatever_it_prints(calc):
+    """The candidate's code may print what bwrap prints when it cannot start: the sandbox, not
+    the output, says whether the command started (grading/sandbox/started.py)."""
+    codebase, workroot = calc
+    outcomes, _, _ = run_one(codebase, workroot, StandIn("failed"))
+    assert [o.status for o in outcomes] == ["fail"] and "Can't find source path" in outcomes[0].log_tail
+
+
+def test_a_copy_that_cannot_be_made_is_the_machines_error(calc):
+    codebase, workroot = calc
+    sandbox = StandIn()
+    with pytest.raises(MachineError, match="^the codebase could not be copied for the run$") as broke:
+        run_one(codebase.parent / "gone", workroot, sandbox)
+    assert "gone" in broke.value.detail
+    assert sandbox.runs == [] and list(workroot.iterdir()) == []
+
+
+def test_git_dying_is_the_machines_error_and_a_patch_git_cannot_apply_the_candidates_refusal(calc):
+    codebase, workroot = calc
+    sandbox = StandIn()
+    outcomes, _, _ = run_one(codebase, workroot, sandbox, patch=edit("calc/ops.py", "X = 7", "X = 8"))
+    assert [(o.status, o.reason) for o in outcomes] == [
+        ("refused", "does not apply: error: patch failed: calc/ops.py:1\nerror: calc/ops.py: patch does not apply")]
+    (codebase / ".git").write_text("gitdir: /nowhere\n")  # git cannot work in the copy: not the patch's doing
+    with pytest.raises(MachineError, match="^git could not apply the patch$") as broke:
+        run_one(codebase, workroot, sandbox)
+    assert "fatal: not a git repository: /nowhere" in broke.value.detail
+    assert sandbox.runs == [] and list(workroot.iterdir()) == []

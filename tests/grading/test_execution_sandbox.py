@@ -7,8 +7,10 @@ made here, outside /tmp, with pytest copied into it, and named to the sandbox as
 its read-only folders: what a deployment does with the environment its tasks need.
 """
 
+import re
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -57,13 +59,16 @@ def environment(python_env):
     return Environment.from_dict(evidence_environment(python_env / "bin" / "python"))
 
 
-@pytest.fixture(scope="module")
-def workroot():
+def work_folder():
     """Where the runs' copies go: a folder the sandbox's user may enter."""
     folder = Path(tempfile.mkdtemp(prefix="gagar-execution-work-"))
     folder.chmod(0o755)
     yield folder
     shutil.rmtree(folder)
+
+
+workroot = pytest.fixture(work_folder, scope="module", name="workroot")
+own_workroot = pytest.fixture(work_folder, name="own_workroot")
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +127,8 @@ class WorkerKilled(Exception):
 @pytest.fixture(scope="module")
 def executed(plan, codebase, sandbox, workroot, environment):
     """The plan run as a worker would: outcomes stored as they come; the worker killed
-    after three, a copy of its fourth run left behind; then a new worker resumes."""
+    after three, its fourth run's folder left behind (the sweep's to remove); then a new
+    worker resumes."""
     stored, calls = {}, []
 
     def store(run, outcome, *, die_after=None):
@@ -136,12 +142,12 @@ def executed(plan, codebase, sandbox, workroot, environment):
     with pytest.raises(WorkerKilled):
         run_planned(plan, on_result=lambda run, outcome: store(run, outcome, die_after=3), **options)
     first_call = list(calls)
-    leftover = workroot / plan.runs[3].key
-    leftover.mkdir()
-    (leftover / "half-copied.py").write_text("")
+    leftover = workroot / f"{plan.runs[3].key}-killed"
+    (leftover / "work").mkdir(parents=True)
+    (leftover / "work" / "half-copied.py").write_text("")
     skipped = run_planned(plan, on_result=store, done=set(stored), **options)
     return {"first": first_call, "second": calls[len(first_call):], "outcomes": stored,
-            "skipped": skipped,
+            "skipped": skipped, "leftover": leftover,
             "matrix": Matrix.build(plan, stored, tuple(skipped))}
 
 
@@ -212,9 +218,10 @@ def test_a_run_keeps_its_log_tail_and_the_command_line_that_runs_it_again(execut
     assert run.outcome.status == "fail"
     assert "FAILED tests/test_ops.py::test_add" in run.outcome.log_tail
     assert run.outcome.command.startswith("setpriv") or run.outcome.command.startswith("bwrap")
-    assert f"{workroot / run.key} /work" in run.outcome.command
+    assert re.search(rf"{re.escape(str(workroot / run.key))}-\w+/work /work", run.outcome.command)
     assert 0 < run.outcome.duration < 30
-    assert list(workroot.iterdir()) == []  # every copy removed, the leftover one too
+    # Every copy removed; the killed worker's folder is the sweep's (webapp/evidence/services.py).
+    assert list(workroot.iterdir()) == [executed["leftover"]]
 
 
 def test_the_matrix_of_real_runs_is_stored_and_read_back(executed):
@@ -282,3 +289,50 @@ def test_a_nul_in_the_output_is_shown_not_kept(candidates, codebase, sandbox, wo
     run_planned(plan, codebase=codebase, sandbox=sandbox, workroot=workroot, environment=nul,
                 seconds=60, on_result=lambda run, outcome: outcomes.setdefault(run.suite, outcome))
     assert outcomes["reward"].log_tail == "a\\x00b"
+
+
+class Counted:
+    """`sandbox`, counting the runs of tests and setups."""
+
+    def __init__(self, sandbox):
+        self.sandbox, self.runs, self._lock = sandbox, 0, threading.Lock()
+
+    def check(self):
+        self.sandbox.check()
+
+    def run(self, workdir, command, limits):
+        if command != ["true"]:  # the runner's trial of the sandbox after a failed run aside
+            with self._lock:
+                self.runs += 1
+        return self.sandbox.run(workdir, command, limits)
+
+
+def test_two_workers_on_the_same_plan_at_once_run_each_key_once_and_agree(
+        plan, codebase, sandbox, own_workroot, environment):
+    """Two groups with the same candidates share every run: before each attempt had a folder of
+    its own, each worker removed the other's copy mid-run (a FileNotFoundError, or git refusing
+    a correct fix: "Unable to read current working directory")."""
+    counted, store, seen, errors = Counted(sandbox), {}, ({}, {}), []
+
+    def worker(mine):
+        def keep(run, outcome):
+            store.setdefault(run.key, outcome)
+            mine[run.key] = outcome
+
+        try:
+            run_planned(plan, codebase=codebase, sandbox=counted, workroot=own_workroot, environment=environment,
+                        seconds=300, on_result=keep, stored=store.get)
+        except Exception as error:  # a thread's exception would otherwise be printed, not failed
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(mine,)) for mine in seen]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(240)
+    keys = {run.key for run in plan.runs}
+    assert errors == []
+    assert seen[0] == seen[1] == store and set(store) == keys
+    assert counted.runs == len(keys) - 1  # each key ran once; the hostile patch was refused, never run
+    assert [o.status for o in store.values()].count("refused") == 1
+    assert list(own_workroot.iterdir()) == []

@@ -32,6 +32,8 @@ def test_a_task_with_what_running_it_needs_is_kept_whole(tmp_path):
      "task.environment.test_command: has no {tests} placeholder"),
     ({"environment": {"test_command": "pytest {tests}", "timeout": 3}}, "task.environment.timeout: unknown field"),
     ({"environment": "python3"}, "task.environment: must be an object, got str"),
+    ({"environment": {"test_command": "pytest {tests}", "image": "--privileged"}},
+     "task.environment.image: '--privileged' is not an image reference"),
     ({"snapshot": "/srv/calc.tar"}, "task.snapshot: must be a path inside the codebase store"),
     ({"snapshot": "a/../../calc.tar"}, "task.snapshot: must be a path inside the codebase store"),
     ({"reward_tests": ["a", 3]}, "task.reward_tests[1]: must be a string, got 3"),

@@ -78,8 +78,8 @@ def test_a_worker_gives_the_agentic_grader_each_candidates_code(tmp_path, sandbo
 
     plain = transcript(launch, "plain-1")
     assert not any(m.get("role") == "tool" for m in plain)
-    assert (f"Code: view_file, run_tests and run are unavailable for this group: no mirror of o/r in the codebase "
-            f"store {evidence_env['GAGAR_CODEBASES']}.") in next(m["content"] for m in plain if m.get("role") == "user")
+    assert ("Code: view_file, run_tests and run are unavailable for this group: no mirror of o/r in the codebase "
+            "store $GAGAR_CODEBASES.") in next(m["content"] for m in plain if m.get("role") == "user")
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grading.execution import Matrix, MatrixRun, breaks_tests, flaky
+from grading.execution import Matrix, MatrixRun, breaks_tests, flaky, tampers_with_tests
 from webapp.cases import EVIDENCE_COLUMNS, evidence_of
 from webapp.models import Group, GroupEvidence
 
@@ -38,8 +38,10 @@ class Panel:
     more_candidates: int = 0
     breaks: list[tuple[str, list[str]]] = field(default_factory=list)  # (trajectory id, "suite: test" ...)
     flaky: list[tuple[str, str]] = field(default_factory=list)
+    tampering: list[tuple[str, list[str]]] = field(default_factory=list)  # (trajectory id, what its runs saw)
     skipped: list[str] = field(default_factory=list)
     codebase: str = ""
+    lowered: str = ""  # what the deployment lowered of the task's limits per run
     matrix: Matrix | None = None
     whole: bool = False  # every test and candidate: the evidence page, not the group page's panel
 
@@ -55,7 +57,7 @@ def evidence_panel(group: Group, *, whole: bool = False) -> Panel:
     names = bool(group.repo and group.base_commit) or "snapshot" in (group.task_extra or {})
     matrix, reason = evidence_of(row, names_codebase=names)
     panel = Panel(status=found.status if found else "", reason=reason, codebase=found.codebase if found else "",
-                  matrix=matrix, whole=whole)
+                  lowered=found.lowered if found else "", matrix=matrix, whole=whole)
     if matrix is None:
         return panel
     ran = [tid for tid in matrix.passed if any(matrix.run_of(tid, suite) for suite in matrix.suites())]
@@ -75,6 +77,7 @@ def evidence_panel(group: Group, *, whole: bool = False) -> Panel:
     panel.breaks = [(tid, [f"{suite}: {test}" for suite, test in cells])
                     for tid, cells in sorted(breaks_tests(matrix).items())]
     panel.flaky = sorted(flaky(matrix).items())
+    panel.tampering = sorted(tampers_with_tests(matrix).items())
     panel.skipped = [f"{s.suite} for {', '.join(s.candidates[:5])}{' ...' if len(s.candidates) > 5 else ''}: "
                      f"{s.reason}" for s in matrix.skipped]
     return panel

@@ -13,15 +13,19 @@ gradings wait for it: a grading worker leaves a grading whose group's pass is qu
 running in the queue, and the evidence task sends it once the pass is over
 (webapp/grading/services.py, `gradings_release`). A pass bounded by the group's budget
 (GAGAR_EVIDENCE_SECONDS, _RUNS, _EXISTING_FILES) ends `done` with what it ran and what it
-skipped; a task that cannot be run here ends `none`, with the reason the group page shows.
+skipped; a task that cannot be run here ends `none`, with the reason the group page shows; a
+machine that cannot run the candidates' code ends it `failed`, saying so, and stores no outcome.
+The reasons and errors a pass stores are shown to every role: the deployment's folders in them
+are named by their settings (`$GAGAR_DATA_DIR`), and the worker's log has them whole.
 """
 
 from __future__ import annotations
 
 import logging
+import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -47,8 +51,18 @@ from grading.execution import (
     task_execution,
 )
 from grading.execution.environment import Environment
-from grading.sandbox import Sandbox, SandboxConfig, SandboxConfigError, check_backend, make_sandbox, remove_tree
+from grading.execution.runner import MachineError
+from grading.sandbox import (
+    Limits,
+    Sandbox,
+    SandboxConfig,
+    SandboxConfigError,
+    check_backend,
+    make_sandbox,
+    remove_tree,
+)
 from grading.sandbox.bwrap import SYSTEM_PATHS
+from grading.sandbox.limits import PASSED
 from webapp import work
 from webapp.bulk import insert_rows
 from webapp.cases import NAMES_CODEBASE
@@ -93,11 +107,11 @@ def evidence_launch(*, group_pks: Sequence[int]) -> work.Sending:
         again = list(GroupEvidence.objects.filter(group__in=named, status__in=(FAILED, NONE))
                      .values_list("pk", flat=True))
         GroupEvidence.objects.filter(pk__in=again).update(
-            status=QUEUED, reason="", error="", attempts=0, claim_token="", queued_at=now, sent_at=None,
+            status=QUEUED, reason="", error="", lowered="", attempts=0, claim_token="", queued_at=now, sent_at=None,
             finished_at=None, lease_expires_at=None, spent_s=0.0)
         new = list(named.filter(evidence__isnull=True).values_list("pk", flat=True))
         insert_rows(GroupEvidence, [{"group_id": pk, "status": QUEUED, "reason": "", "codebase": "", "matrix": None,
-                                     "breaks": {}, "flaky": {}, "breaks_tests": False, "spent_s": 0.0,
+                                     "breaks": {}, "flaky": {}, "breaks_tests": False, "lowered": "", "spent_s": 0.0,
                                      "attempts": 0, "claim_token": "", "error": "", "queued_at": now}
                                     for pk in new])
         queued += again + new
@@ -122,7 +136,11 @@ def _leftovers_remove() -> None:
         return
     oldest = time.time() - max(work.setting("evidence", "TIME_LIMIT"), work.setting("grading", "TIME_LIMIT"))
     for entry in root.iterdir():
-        if entry.lstat().st_ctime >= oldest:
+        try:
+            made = entry.lstat().st_ctime
+        except FileNotFoundError:  # a run that ended meanwhile took its folder and lock away
+            continue
+        if made >= oldest:
             continue
         log.warning("evidence: removing %s, left by a worker that stopped mid-run", entry)
         if entry.is_dir() and not entry.is_symlink():
@@ -137,16 +155,41 @@ def sandbox_config(environment: Environment | None = None) -> SandboxConfig:
     """The deployment's sandbox (GAGAR_SANDBOX...), for `environment`'s image if it names one."""
     if settings.GAGAR_SANDBOX == "command":
         image = environment.image if environment is not None and environment.image else ""
-        return SandboxConfig("command", template=settings.GAGAR_SANDBOX_TEMPLATE, image=image)
+        return SandboxConfig("command", template=settings.GAGAR_SANDBOX_TEMPLATE, image=image,
+                             pass_env=tuple(settings.GAGAR_SANDBOX_ENV))
     return SandboxConfig(settings.GAGAR_SANDBOX,
                          readonly_paths=(*SYSTEM_PATHS, *settings.GAGAR_SANDBOX_PATHS))
 
 
 def evidence_check_sandbox() -> None:
     """At a worker's start, when evidence is on: SandboxConfigError, with the reason, unless
-    the configured sandbox can run here (bwrap installed, a container runtime that runs)."""
-    if evidence_enabled():
-        check_backend(sandbox_config())
+    the configured sandbox can run here (bwrap installed, a container runtime that runs) and,
+    with bwrap, its user reaches the run folders: a trial run where the runs go. Otherwise every
+    run of every pass would fail the same way, the machine's fault and no candidate's."""
+    if not evidence_enabled():
+        return
+    config = sandbox_config()
+    check_backend(config)
+    if config.backend == "bwrap":
+        _trial_run(make_sandbox(config))
+
+
+def _trial_run(sandbox: Sandbox) -> None:
+    try:
+        root = workroot()
+        trial = Path(tempfile.mkdtemp(prefix="trial-", dir=root))
+    except OSError as error:
+        raise SandboxConfigError(f"the run folders cannot be made: {error}") from None
+    try:
+        trial.chmod(0o755)  # as the runner makes a run's folder
+        (trial / "work").mkdir()
+        result = sandbox.run(trial / "work", ["true"], Limits(wall_seconds=60))
+    finally:
+        remove_tree(trial)
+    if result.status != PASSED:
+        raise SandboxConfigError(f"a trial run in the run folders ({root}) did not pass ({result.status}): "
+                                 f"{result.output.strip()}; the sandbox's user must be let through every "
+                                 "folder above them (mode 755)")
 
 
 def evidence_process(*, group_id: int) -> str:
@@ -163,9 +206,20 @@ def evidence_process(*, group_id: int) -> str:
         try:
             fields = _gather(group_id, mine)
         except NoCodebase as missing:
-            fields = {"status": NONE, "reason": str(missing)[:ERROR_CHARS]}
+            log.info("no evidence for group %s: %s", group_id, missing)
+            fields = {"status": NONE, "reason": _path_free(str(missing))}
         except (SandboxConfigError, PatchSplitError) as error:
-            fields = {"status": NONE, "reason": f"{type(error).__name__}: {error}"[:ERROR_CHARS]}
+            log.info("no evidence for group %s: %s: %s", group_id, type(error).__name__, error)
+            fields = {"status": NONE, "reason": _path_free(f"{type(error).__name__}: {error}")}
+        except MachineError as error:
+            # Not queued again: the same machine would fail the same way at once. A worker that
+            # cannot run any sandbox stops at its start (evidence_check_sandbox); the next
+            # grading launch queues this pass again.
+            log.error("evidence of group %s: the machine could not run the candidates' code: %s: %s",
+                      group_id, error, error.detail)
+            fields = {"status": FAILED, "error": f"the worker's machine could not run the candidates' code: "
+                                                 f"{error} (not the candidates' doing; the worker's log has "
+                                                 "the detail)"}
         except ClaimLost:
             return ""
         except SoftTimeLimitExceeded:
@@ -175,9 +229,21 @@ def evidence_process(*, group_id: int) -> str:
             raise  # weather: the lease runs out and the sweep queues it again
         except Exception as error:  # a bug, not weather: trying again will not help
             log.exception("evidence of group %s", group_id)
-            fields = {"status": FAILED, "error": f"{type(error).__name__}: {error}"[:ERROR_CHARS]}
+            fields = {"status": FAILED, "error": _path_free(f"{type(error).__name__}: {error}")}
     written = mine.update(**fields, finished_at=timezone.now(), lease_expires_at=None)
     return fields["status"] if written else ""
+
+
+def _path_free(text: str) -> str:
+    """`text` with the deployment's folders named by their settings (at most ERROR_CHARS): a
+    pass's reason or error is shown to every role, and the worker's log has it whole."""
+    folders = {str(settings.DATA_DIR): "$GAGAR_DATA_DIR"}
+    if settings.GAGAR_CODEBASES:
+        store = Path(settings.GAGAR_CODEBASES)
+        folders |= {str(store): "$GAGAR_CODEBASES", str(store.resolve()): "$GAGAR_CODEBASES"}
+    for folder in sorted(folders, key=len, reverse=True):  # the store may lie in the data folder
+        text = text.replace(folder, folders[folder])
+    return text[:ERROR_CHARS]
 
 
 @dataclass(frozen=True)
@@ -188,6 +254,7 @@ class GroupCode:
     codebase: Codebase
     execution: TaskExecution
     sandbox: Sandbox
+    lowered: str = ""  # what the deployment lowered of the task's environment, said for the group page
 
 
 def group_code(group_id: int, *, trajectory_tests: Iterable[Mapping | None] = ()) -> GroupCode:
@@ -204,7 +271,26 @@ def group_code(group_id: int, *, trajectory_tests: Iterable[Mapping | None] = ()
                               snapshot=task.get("snapshot") or "")
     execution = task_execution(task, store_environment=store.environment(group["repo"]),
                                trajectory_tests=trajectory_tests)
-    return GroupCode(codebase, execution, _sandbox(execution.environment))
+    environment, lowered = _capped(execution.environment)
+    return GroupCode(codebase, replace(execution, environment=environment), _sandbox(environment), lowered)
+
+
+def _capped(environment: Environment) -> tuple[Environment, str]:
+    """`environment` within the deployment's caps on each run (GAGAR_SANDBOX_MAX_MEMORY_MB,
+    GAGAR_SANDBOX_MAX_WALL_SECONDS), and what was lowered ("" when nothing): a task's uploader
+    may ask for 64 GiB and an hour a run, more than a worker may give."""
+    memory_mb = min(environment.memory_mb, settings.GAGAR_SANDBOX_MAX_MEMORY_MB)
+    wall_seconds = min(environment.wall_seconds, settings.GAGAR_SANDBOX_MAX_WALL_SECONDS)
+    lowered = []
+    if memory_mb < environment.memory_mb:
+        lowered.append(f"memory from {environment.memory_mb} MB to {memory_mb} MB (GAGAR_SANDBOX_MAX_MEMORY_MB)")
+    if wall_seconds < environment.wall_seconds:
+        lowered.append(f"time from {environment.wall_seconds:g} s to {wall_seconds:g} s "
+                       "(GAGAR_SANDBOX_MAX_WALL_SECONDS)")
+    if not lowered:
+        return environment, ""
+    return (replace(environment, memory_mb=memory_mb, wall_seconds=wall_seconds),
+            f"The task's limits per run were lowered to this deployment's: {', '.join(lowered)}.")
 
 
 def workroot() -> Path:
@@ -237,23 +323,29 @@ def _gather(group_id: int, mine) -> dict:
     outcomes = {key: RunOutcome.from_dict(outcome)
                 for key, outcome in EvidenceRun.objects.filter(key__in=keys).values_list("key", "outcome")}
 
+    def stored(key: str) -> RunOutcome | None:
+        found = EvidenceRun.objects.filter(key=key).values_list("outcome", flat=True).first()
+        return None if found is None else RunOutcome.from_dict(found)
+
     def keep(run, outcome: RunOutcome) -> None:
         with transaction.atomic():
-            _, created = EvidenceRun.objects.get_or_create(key=run.key, defaults={"outcome": outcome.to_dict()})
+            row, created = EvidenceRun.objects.get_or_create(key=run.key, defaults={"outcome": outcome.to_dict()})
             spent = outcome.duration if created else 0.0
             if not mine.update(spent_s=F("spent_s") + spent):
                 raise ClaimLost
-        outcomes[run.key] = outcome
+        # A key run on two hosts at once (each its own work root) is stored once: every group
+        # reads that outcome, this one too.
+        outcomes[run.key] = outcome if created else RunOutcome.from_dict(row.outcome)
 
     spent = GroupEvidence.objects.values_list("spent_s", flat=True).get(pk=group_id)
     skipped = run_planned(plan, codebase=codebase.path, sandbox=sandbox, workroot=workroot(),
-                          environment=execution.environment, on_result=keep,
+                          environment=execution.environment, on_result=keep, stored=stored,
                           seconds=max(budget.seconds - spent, 0.0), done=set(outcomes))
     matrix = Matrix.build(plan, outcomes, tuple(skipped))
     broken = breaks_tests(matrix)
     return {"status": DONE, "reason": "", "error": "", "codebase": codebase.id[:700], "matrix": matrix.to_dict(),
             "breaks": {tid: [list(cell) for cell in cells] for tid, cells in broken.items()},
-            "flaky": flaky(matrix), "breaks_tests": bool(broken)}
+            "flaky": flaky(matrix), "breaks_tests": bool(broken), "lowered": code.lowered}
 
 
 def _sandbox(environment: Environment) -> Sandbox:

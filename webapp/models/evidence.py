@@ -30,6 +30,8 @@ class GroupEvidence(models.Model):
     flaky = models.JSONField(default=dict, blank=True, help_text="{trajectory id: why its verdict did not reproduce}.")
     breaks_tests = models.BooleanField(default=False, help_text="A passing candidate breaks tests others pass.")
     spent_s = models.FloatField(default=0.0, help_text="Seconds of runs done for this pass: its budget's share used.")
+    lowered = models.TextField(blank=True, help_text="What this deployment lowered of the task's limits per run "
+                                                     "(GAGAR_SANDBOX_MAX_...), for the group page.")
     # The claim (webapp/work.py).
     attempts = models.PositiveIntegerField(default=0)
     claim_token = models.CharField(max_length=32, blank=True)
