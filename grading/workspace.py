@@ -39,6 +39,10 @@ TOOLS = ("list_trajectories", "view_patch", "view_transcript", "search", "compar
          *EVIDENCE_TOOLS, *CODE_TOOLS)
 SUBMIT = "submit_ranking"
 DEFAULT_MAX_TURNS = 12
+# Far above any path, pattern or command a model writes (the action schema allows at most 300
+# characters): a longer one is answered as an error before it reaches a system call,
+# which would fail on it (a path past PATH_MAX, a command past the argument size).
+MAX_ARGUMENT_CHARS = 4096
 
 SYSTEM_PROMPT = f"""\
 You review the solutions that several coding-agent trajectories produced for one task and \
@@ -114,6 +118,34 @@ class ToolError(ValueError):
     """A tool call the workspace cannot run; its message goes back to the agent."""
 
 
+def text_argument(name: str, value) -> str:
+    """`value`, a tool's text argument; ToolError when it is not a string, holds a NUL
+    character (no path or command can) or is longer than MAX_ARGUMENT_CHARS."""
+    if not isinstance(value, str):
+        raise ToolError(f"{name} must be a string, not {brief(value)}")
+    if "\0" in value:
+        raise ToolError(f"{name} holds a NUL character, which no path or command can")
+    if len(value) > MAX_ARGUMENT_CHARS:
+        raise ToolError(f"{name} is {len(value)} characters long; at most {MAX_ARGUMENT_CHARS}")
+    return value
+
+
+def number_argument(name: str, value) -> int:
+    """`value`, a line or turn number; ToolError when it is not a whole number (a string, a
+    bool, a fraction, NaN or infinity, which JSON's 1e400 decodes to)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ToolError(f"{name} must be a whole number, not {brief(value)}")
+    return value
+
+
+def brief(value) -> str:
+    """`value`'s repr, cut short enough to quote in an error."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
 def make_labels(n: int) -> list[str]:
     """A..Z, then AA, AB, ... (a group of more than 26 trajectories still gets short labels)."""
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -154,10 +186,9 @@ class Workspace:
         return self._label_of[trajectory_id]
 
     def trajectory(self, label: str) -> TrajectoryCase:
-        try:
-            return self._by_label[label]
-        except KeyError:
-            raise ToolError(f"no trajectory {label!r}; labels: {', '.join(self.labels)}") from None
+        if not isinstance(label, str) or label not in self._by_label:
+            raise ToolError(f"no trajectory {brief(label)}; labels: {', '.join(self.labels)}")
+        return self._by_label[label]
 
     @cached_property
     def _parsed(self):
@@ -232,8 +263,8 @@ class Workspace:
         if not messages:
             return f"{label}: no transcript"
         total = len(messages)
-        start = max(0, min(int(start), total))
-        end = total if end is None else max(start, min(int(end), total))
+        start = max(0, min(number_argument("start", start), total))
+        end = total if end is None else max(start, min(number_argument("end", end), total))
         notes = []
         if end - start > self.caps.turns_per_view:
             end = start + self.caps.turns_per_view
@@ -251,7 +282,7 @@ class Workspace:
         return cap(body, self.caps.output_chars, "ask for fewer turns")
 
     def search(self, pattern: str, labels: Sequence[str] | None = None) -> str:
-        if not pattern.strip():
+        if not text_argument("pattern", pattern).strip():
             raise ToolError("empty search pattern")
         labels = list(labels or self.labels)
         for label in labels:

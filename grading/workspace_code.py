@@ -31,7 +31,15 @@ from grading.execution.matrix import PASS
 from grading.execution.reports import parse_pytest_summary
 from grading.sandbox import Limits, PatchRefused, RunResult, Sandbox, prepare_workdir, remove_tree
 from grading.sandbox import limits as sandbox_status
-from grading.workspace import Caps, ToolError, cap
+from grading.workspace import (
+    MAX_ARGUMENT_CHARS,
+    Caps,
+    ToolError,
+    brief,
+    cap,
+    number_argument,
+    text_argument,
+)
 
 RUN_OUTPUT_BYTES = 1024 * 1024  # a run printing more is killed: the agent sees a tail anyway
 BINARY_SNIFF_BYTES = 8192
@@ -116,21 +124,54 @@ class CodeTools:
                   end: int = 0) -> str:
         """Lines `start`..`end` (1-based, inclusive; `end` 0: as many as one call shows) of a
         file of the candidate's code, or the entries of a folder ("" is the root)."""
-        tree = self._tree(label, trajectory)
-        target = inside(tree, path)
-        shown = path.strip("/") or "."
+        path = text_argument("path", path)
+        start, end = number_argument("start", start), number_argument("end", end)
+        target = inside(self._tree(label, trajectory), path)
+        try:
+            return self._show(label, target, path.strip("/") or ".", start, end)
+        except OSError as error:  # a name too long for the file system, a file it cannot open...
+            raise ToolError(f"{label}'s code cannot be read at {brief(path)}: "
+                            f"{error.strerror or error}") from None
+
+    def run_tests(self, label: str, trajectory: TrajectoryCase, tests: Sequence[str]) -> str:
+        """The environment's test command on the candidate's code, `tests` (ids or files,
+        shell-quoted) in its `{tests}`."""
+        if not isinstance(tests, list):
+            raise ToolError(f"tests must be a list of test ids or files, not {brief(tests)}")
+        tests = [text_argument("a test", test) for test in tests]
+        if not tests or not all(test.strip() for test in tests):
+            raise ToolError("run_tests needs at least one test id or test file, none blank")
+        if sum(len(test) + 1 for test in tests) > MAX_ARGUMENT_CHARS:  # one line of the script
+            raise ToolError(f"{len(tests)} tests are too many for one run: name at most "
+                            f"{MAX_ARGUMENT_CHARS} characters of tests")
+        script = self.access.environment.test_script(tests)
+        return self._run(label, trajectory, script, f"run_tests {' '.join(tests)}",
+                         per_test=self.access.environment.report == PYTEST)
+
+    def run(self, label: str, trajectory: TrajectoryCase, command: str) -> str:
+        """A shell command on the candidate's code, in the sandbox, without network."""
+        if not text_argument("command", command).strip():
+            raise ToolError("run needs a command")
+        # A setup script of one line is the command behind the environment's own preamble
+        # (set -e, its interpreter first on PATH), as its tests run.
+        script = replace(self.access.environment, setup=(command,)).setup_script()
+        return self._run(label, trajectory, script, f"run {command}", per_test=False)
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _show(self, label: str, target: Path, shown: str, start: int, end: int) -> str:
         if target.is_dir():
             entries = sorted(entry.name + ("/" if entry.is_dir() else "") for entry in target.iterdir())
             body = f"=== {label}: {shown}/ ({len(entries)} entries) ===\n" + "\n".join(entries)
             return cap(body, self.caps.output_chars, "view a subfolder to see fewer entries")
         if not target.is_file():
-            raise ToolError(f"{label}'s code has no file {path!r}; view_file with a folder lists it")
+            raise ToolError(f"{label}'s code has no file {brief(shown)}; view_file with a folder lists it")
         with target.open("rb") as f:
             if b"\0" in f.read(BINARY_SNIFF_BYTES):
                 return f"{label}: {shown} is a binary file of {target.stat().st_size} bytes; not shown"
-        start = max(1, int(start))
+        start = max(1, start)
         last = start + self.caps.file_lines - 1
-        end = last if int(end) < 1 else min(int(end), last)
+        end = last if end < 1 else min(end, last)
         lines, total = [], 0
         with target.open(encoding="utf-8", errors="replace", newline="") as f:
             for total, line in enumerate(f, start=1):
@@ -145,27 +186,6 @@ class CodeTools:
         note = [f"[more lines follow: view_file from {start + len(lines)}]"] if total > end else []
         return cap("\n".join([head, *lines, *note]), self.caps.output_chars,
                    "ask for fewer lines")
-
-    def run_tests(self, label: str, trajectory: TrajectoryCase, tests: Sequence[str]) -> str:
-        """The environment's test command on the candidate's code, `tests` (ids or files,
-        shell-quoted) in its `{tests}`."""
-        tests = [str(test) for test in tests]
-        if not tests or not all(test.strip() for test in tests):
-            raise ToolError("run_tests needs at least one test id or test file, none blank")
-        script = self.access.environment.test_script(tests)
-        return self._run(label, trajectory, script, f"run_tests {' '.join(tests)}",
-                         per_test=self.access.environment.report == PYTEST)
-
-    def run(self, label: str, trajectory: TrajectoryCase, command: str) -> str:
-        """A shell command on the candidate's code, in the sandbox, without network."""
-        if not command.strip():
-            raise ToolError("run needs a command")
-        # A setup script of one line is the command behind the environment's own preamble
-        # (set -e, its interpreter first on PATH), as its tests run.
-        script = replace(self.access.environment, setup=(command,)).setup_script()
-        return self._run(label, trajectory, script, f"run {command}", per_test=False)
-
-    # --- internals -----------------------------------------------------------------------
 
     def _tree(self, label: str, trajectory: TrajectoryCase) -> Path:
         try:
@@ -247,10 +267,13 @@ def inside(tree: Path, path: str) -> Path:
     segment or leads through a symlink out of the tree."""
     name = PurePosixPath(path)
     if name.is_absolute():
-        raise ToolError(f"{path!r} is absolute: paths are relative to the codebase's root")
+        raise ToolError(f"{brief(path)} is absolute: paths are relative to the codebase's root")
     if ".." in name.parts:
-        raise ToolError(f"{path!r}: '..' leads out of the codebase")
-    target = (tree / name).resolve()
+        raise ToolError(f"{brief(path)}: '..' leads out of the codebase")
+    try:
+        target = (tree / name).resolve()
+    except RuntimeError:  # Python before 3.13 raises it for a loop of symlinks (a patch can make one)
+        raise ToolError(f"{brief(path)} leads into a loop of symlinks") from None
     if not target.is_relative_to(tree.resolve()):
-        raise ToolError(f"{path!r} leads through a symlink out of the codebase")
+        raise ToolError(f"{brief(path)} leads through a symlink out of the codebase")
     return target

@@ -15,9 +15,10 @@ patterns, each written once here:
   nothing. While it works, a thread of its process renews the lease (`lease_renewed`); a
   killed worker stops renewing. The sweep
   (`sweep`) queues again the rows whose lease ran out, or fails those out of attempts, and sends
-  the messages of queued rows that have none: unsent (the broker was down), lost (taken by a
-  worker that died before claiming, or forgotten by a broker restarted without persistence:
-  their queue holds no message LOST_AFTER_S after they were due), or overdue.
+  the messages of queued rows that have none: unsent (the broker was down), forgotten (a Redis
+  that restarted or was flushed since the kind's last sweep: every queued row's, however full
+  its queues are again), lost otherwise (taken by a worker that died before claiming: their
+  queue holds no message LOST_AFTER_S after they were due), or overdue.
 
 - **Derived data** (the render store, the search index, the audit dashboard's figures, a
   batch's figures for its run and its grading panel): caches a write makes stale
@@ -60,6 +61,11 @@ log = logging.getLogger(__name__)
 # has lost its message. Not sooner: a live worker may have just taken it and be about to claim
 # the row. A message sent twice costs only its delivery: the second copy claims nothing.
 LOST_AFTER_S = 30
+# The Redis hash of each claimed kind's mark for each Redis process its sweep has seen (field
+# "<kind>:<run_id>"): a process without the mark may have lost messages sent before it started.
+# kombu's client puts CELERY_REDIS_KEYPREFIX before it, as before the queues' keys, so
+# deployments that share a Redis keep their own marks.
+SWEPT_MARKS = "gagar:swept"
 # Rows marked sent per UPDATE: SQLite takes up to 32766 parameters in a statement.
 MARK_CHUNK = 5000
 QUEUED, RUNNING, FAILED, CANCELLED = "queued", "running", "failed", "cancelled"
@@ -296,8 +302,9 @@ class Sweep:
 
 def sweep(work: Claimed, *, resend_after: float | None = None) -> Sweep:
     """Queue again the running rows whose lease ran out (fail those out of attempts), then send
-    the messages of queued rows that have none: unsent ones, those whose queue the broker lost,
-    and those sent longer than `resend_after` ago (RESEND_AFTER)."""
+    the messages of queued rows that have none: unsent ones; every one sent to a Redis broker
+    that has forgotten them since this kind's last sweep (`broker_forgot`); otherwise those
+    whose queue the broker lost, and those sent longer than `resend_after` ago (RESEND_AFTER)."""
     resend_after = setting(work.kind, "RESEND_AFTER") if resend_after is None else resend_after
     now = timezone.now()
     outcomes = defaultdict(int)
@@ -309,32 +316,72 @@ def sweep(work: Claimed, *, resend_after: float | None = None) -> Sweep:
     requeued, failed = outcomes[QUEUED], outcomes[FAILED]
     queued = work.model.objects.filter(status=QUEUED)
     unsent = queued_rows(work, queued.filter(sent_at=None))
-    overdue = queued.filter(sent_at__lt=now - timedelta(seconds=resend_after))
-    late = queued.filter(sent_at__lt=now - timedelta(seconds=LOST_AFTER_S))
     try:
-        lost = idle_queues({queue for _, queue in queued_rows(work, late)})
-        resend = queued_rows(work, overdue) + [row for row in queued_rows(work, late) if row[1] in lost]
+        forgot = broker_forgot(work.kind)
+        if forgot:
+            # Sent before the restart or flush, their messages are gone, wherever their queue
+            # stands now; those sent since then go twice, and the second copy claims nothing.
+            resend = queued_rows(work, queued.exclude(sent_at=None))
+        else:
+            overdue = queued.filter(sent_at__lt=now - timedelta(seconds=resend_after))
+            late = queued_rows(work, queued.filter(sent_at__lt=now - timedelta(seconds=LOST_AFTER_S)))
+            lost = idle_queues({queue for _, queue in late})
+            resend = queued_rows(work, overdue) + [row for row in late if row[1] in lost]
         sent = send_claimed(work, sorted(set(unsent + resend)))
+        if forgot:
+            broker_swept(forgot)
     except BrokerUnavailable as error:
         waiting = queued.filter(sent_at=None).count()
         log.warning("%s sweep: %d requeued, %d failed; %d wait to be sent: %s", work.kind, requeued, failed,
                     waiting, error)
         return Sweep(requeued=requeued, failed=failed, sent=0, broker_error=str(error), unsent=waiting)
+    if forgot and resend:
+        log.warning("%s sweep: the broker forgot its messages (a Redis restarted or flushed since the last "
+                    "sweep): %d queued rows sent again", work.kind, len(resend))
     if requeued or failed or sent:
         log.warning("%s sweep: %d requeued, %d failed, %d sent", work.kind, requeued, failed, sent)
     return Sweep(requeued=requeued, failed=failed, sent=sent)
+
+
+@contextmanager
+def broker_connection():
+    """A connection to the broker, made from the app's configuration as it is now;
+    BrokerUnavailable if it is unreachable."""
+    try:
+        with app.connection_for_write() as broker:
+            yield broker
+    except BrokerError as error:
+        raise BrokerUnavailable(f"the broker is unreachable ({error})") from error
 
 
 def idle_queues(queues: set[str]) -> set[str]:
     """Those of `queues` that hold no message on the broker; BrokerUnavailable if unreachable."""
     if not queues:
         return set()
-    try:
-        with app.connection_for_write() as broker:
-            channel = broker.default_channel
-            return {queue for queue in queues if not channel.queue_declare(queue=queue).message_count}
-    except BrokerError as error:
-        raise BrokerUnavailable(f"the broker is unreachable ({error})") from error
+    with broker_connection() as broker:
+        channel = broker.default_channel
+        return {queue for queue in queues if not channel.queue_declare(queue=queue).message_count}
+
+
+def broker_forgot(kind: str) -> str:
+    """`kind`'s mark for the Redis process that is the broker now, when that process holds none:
+    since `kind`'s last sweep (`broker_swept`) Redis restarted (without persistence, or from a
+    snapshot older than some messages) or was flushed, or it was never swept. "" when the mark
+    is there, and for the filesystem broker, whose messages are files that outlive its workers.
+    BrokerUnavailable if the broker is unreachable."""
+    with broker_connection() as broker:
+        if broker.transport.driver_type == "filesystem":
+            return ""
+        client = broker.default_channel.client
+        # run_id is new at each start of a Redis process, whatever it restored from disk.
+        mark = f"{kind}:{client.info('server')['run_id']}"
+        return "" if client.hget(SWEPT_MARKS, mark) else mark
+
+
+def broker_swept(mark: str) -> None:
+    """Leave `mark` (from `broker_forgot`) once its kind's messages were sent again."""
+    with broker_connection() as broker:
+        broker.default_channel.client.hset(SWEPT_MARKS, mark, timezone.now().isoformat())
 
 
 # --- derived data -------------------------------------------------------------------------

@@ -14,10 +14,15 @@ Where the calls are parked: in this process, or, with `buffer_url`, in the one
 each response to a worker picked at random, each worker a process of its own).
 
 Groups that complete within `batch_window` seconds of each other share one app request
-(one step of the run in the app). A group still incomplete `group_timeout` seconds after
-its first response arrived (a response lost, or scored where its group is not parked) is
-not sent: each of its calls gets its test score, logged as a warning, so verl's GRPO
-gives those responses their plain Dr. GRPO advantage over the whole group.
+(one step of the run in the app). A complete group that gets no GAGAR ranking (the app
+late, unreachable, or refusing it) gets its plain GRPO advantages on the app's scale
+(`gagar_client.grpo`), as on the batch path, never its test scores: those would sit beside
+std-normalised values in the same step. A group still incomplete `group_timeout` seconds
+after its first response arrived (a response lost, or scored where its group is not
+parked) is not sent: no group's statistics can be taken where only part of it is, so each
+of its calls gets its test score, logged as a warning, and verl's GRPO gives those
+responses their plain Dr. GRPO advantage over the whole group (a validation of one
+response per prompt reports its test scores so).
 
 Pending groups are kept per event loop (the loop running the call), never in a loop
 made at import time: verl runs each reward-loop worker's calls in that worker's loop.
@@ -25,8 +30,8 @@ made at import time: verl runs each reward-loop worker's calls in that worker's 
 Groups that share an app request do not share its failures: a response the app would
 refuse (`steps.record_problems`: a control character in its group key, an unpaired
 surrogate, a line over the app's limit) is refused before it is parked, and a group the
-app refuses all the same (a rule of a newer app) keeps its test scores, logged with the
-app's reason, while the others of its request are sent again without it.
+app refuses all the same (a rule of a newer app) gets its plain GRPO advantages, logged
+with the app's reason, while the others of its request are sent again without it.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from typing import Any
 import httpx
 
 from gagar_client.client import Client, GagarAPIError
+from gagar_client.grpo import grpo_values
 from gagar_client.steps import (
     Sample,
     group_records,
@@ -97,14 +103,16 @@ async def compute_score(
     others to share its app request). `test_score` may be a coroutine function.
 
     A complete group gets the batch path's values and fallbacks: the app not ranking it
-    within `deadline` seconds, its plain GRPO advantage; the app unreachable, its test
-    scores; each logged. A 4xx answer from the app raises in every call of the request.
+    within `deadline` seconds, unreachable, or refusing the group, its plain GRPO
+    advantages on the app's scale, logged. Another 4xx answer from the app raises in every
+    call of the request.
 
     With `buffer_url` (a `gagar_client.reward_server`'s /get_reward address) the response
     and its test score are posted there instead, to be parked with those of every other
     worker; `url`, `run`, `grader`, `pass_threshold` and `advantage_config` are then the
     server's options and may not be given. The server unreachable or silent past its own
-    bound: the test score, logged. A 4xx or 500 answer raises with the server's reason.
+    bound: the test score, logged (this worker has one response of the group, no group to
+    normalise). A 4xx or 500 answer raises with the server's reason.
     """
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
         raise ValueError(f"compute_score: group_size must be verl's rollout.n, at least 2; got {group_size!r}")
@@ -266,8 +274,16 @@ class _Buffer:
 
     async def _grade(self, settings: Settings, groups: list[_Group]) -> None:
         calls = [call for group in groups for call in group.calls]
+        # The client answers within deadline + one request timeout once it runs; this bound
+        # also covers the wait for a free thread and a run's first request (its latest step),
+        # so that a slow app never holds a call past `wait_limit`.
+        bound = settings.deadline + settings.timeout
+        grading = asyncio.get_running_loop().run_in_executor(None, _grade_step, settings, groups)
         try:
-            values = await asyncio.get_running_loop().run_in_executor(None, _grade_step, settings, groups)
+            values = await asyncio.wait_for(grading, timeout=bound)
+        except asyncio.TimeoutError:  # noqa: UP041 (the client runs on 3.10, where it is not TimeoutError)
+            values = [value for group in groups
+                      for value in _plain_grpo(settings, group, f"the app did not answer within {bound:g} s")]
         except Exception as error:  # a mistake to fix (a 4xx answer): every parked call raises it
             for call in calls:
                 if not call.done():
@@ -284,10 +300,10 @@ def _answer(calls: list[asyncio.Future], values: list[float]) -> None:
 
 def _grade_step(settings: Settings, groups: list[_Group]) -> list[float]:
     """Each response's value, group by group in arrival order, from one app request (a thread:
-    the client blocks). A group the app refuses by its lines (a 400 naming them) keeps its
-    test scores, logged with the app's reasons, and the others are sent again without it,
-    as the same step (a refused step leaves nothing in the app), within the one deadline.
-    Any other 4xx raises: a mistake to fix."""
+    the client blocks). A group the app refuses by its lines (a 400 naming them) gets its
+    plain GRPO advantages, logged with the app's reasons, and the others are sent again
+    without it, as the same step (a refused step leaves nothing in the app), within the one
+    deadline. Any other 4xx raises: a mistake to fix."""
     values: dict[int, list[float]] = {}
     sending = list(range(len(groups)))
     end = time.monotonic() + settings.deadline
@@ -310,8 +326,8 @@ def _grade_step(settings: Settings, groups: list[_Group]) -> list[float]:
                 if not refused:
                     raise
                 for index, reasons in refused.items():
-                    values[index] = _test_scores(settings, groups[index],
-                                                 f"the app refused it: {'; '.join(reasons[:5])}")
+                    values[index] = _plain_grpo(settings, groups[index],
+                                                f"the app refused it: {'; '.join(reasons[:5])}")
                 sending = [index for index in sending if index not in refused]
                 continue
             for index, value in zip(owners, answer, strict=True):
@@ -332,11 +348,14 @@ def _refused(error: GagarAPIError, owners: list[int]) -> dict[int, list[str]]:
     return refused
 
 
-def _test_scores(settings: Settings, group: _Group, reason: str) -> list[float]:
-    """The group's test scores, its being left out logged with `reason`."""
-    logger.warning("GAGAR %s: group %s is not graded, %s; its %d responses keep their test scores",
+def _plain_grpo(settings: Settings, group: _Group, reason: str) -> list[float]:
+    """The group's plain GRPO advantages, as the app gives them under the settings' advantage
+    config (its trajectories named r1.. as `group_records` names them), logged with `reason`."""
+    logger.warning("GAGAR %s: group %s is not graded, %s; its %d responses get their plain GRPO advantages",
                    settings.run, _shown(group.key), reason, len(group.samples))
-    return [sample.reward for sample in group.samples]
+    keys = [(group.key, f"r{i}") for i in range(1, len(group.samples) + 1)]
+    return grpo_values([sample.reward for sample in group.samples], keys,
+                       json.loads(settings.advantage_config) or None)
 
 
 def _shown(key: str) -> str:

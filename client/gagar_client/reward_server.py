@@ -27,8 +27,10 @@ character or more than 501 characters in its group key, an unpaired surrogate in
 a record over the app's line limit: `gagar_client.steps.record_problems`) gets 400 with the
 reason and parks nothing; a body over `--max-body-bytes` gets 413 unread; a request not
 read whole within `--read-timeout` seconds (a client stalled or trickling) gets 408 and its
-connection closed; a group the app refuses all the same keeps its test scores, logged,
-and never takes the other groups of its app request with it.
+connection closed; a group the app refuses all the same gets its plain GRPO advantages,
+logged, and never takes the other groups of its app request with it. A group the app did
+not rank (late, unreachable, refusing it) gets its plain GRPO advantages on the app's scale
+(`gagar_client.grpo`), never its test scores beside other groups' normalised values.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from gagar_client import grouped
+from gagar_client.grpo import grpo_values
 from gagar_client.steps import Sample, logger, sample_problems, score_number, test_rewards, test_score_function
 
 PATH = "/get_reward"
@@ -210,12 +213,15 @@ class RewardServer(ThreadingHTTPServer):
         try:
             return values.result(timeout=self.wait_limit), scores
         except concurrent.futures.TimeoutError:
-            # The grading threads are all busy (the app is slow): answer rather than let
-            # the client time out (OpenRLHF then sends the samples again).
+            # The buffer answers within the bound (grouped._Buffer._grade) unless its loop is
+            # stuck: answer rather than let the client time out (OpenRLHF then sends the samples
+            # again), on the app's scale over what this request holds of each group.
             values.cancel()
-            logger.warning("GAGAR %s: a request of %d samples had no values after %g s; they keep their "
-                           "test scores", self.settings.run, len(parked), self.wait_limit)
-            return scores, scores
+            logger.warning("GAGAR %s: a request of %d samples had no values after %g s; they get the plain "
+                           "GRPO advantages of their test scores within the request", self.settings.run,
+                           len(parked), self.wait_limit)
+            keys = [(sample.group, str(i)) for i, sample in enumerate(samples)]
+            return grpo_values(scores, keys, json.loads(self.settings.advantage_config) or None), scores
 
     def _test_scores(self, samples: list[Incoming]) -> list[float]:
         """The scores the request sent, or --test-score's verdicts on its samples."""

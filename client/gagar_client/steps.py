@@ -146,11 +146,12 @@ def _storable(value):
 def step_values(client: Client, records: list[dict], *, run: str, step: int, grader: str, deadline: float,
                 advantage_config: dict | None, append: bool = False) -> tuple[list[float], dict[str, str]]:
     """Each record's reward for the trainer, in order, and group_id -> reason for the groups
-    that fell back to plain rewards; each fallback is logged as a warning."""
+    that fell back to their plain GRPO advantages; each fallback is logged as a warning."""
     result = client.grade_step(records, run=run, step=step, grader=grader, deadline=deadline,
                                advantage_config=advantage_config, append=append)
     for group_id, reason in sorted(result.fallback.items()):
-        logger.warning("GAGAR %s step %s: group %s keeps plain rewards (%s)", run, step, group_id, reason)
+        logger.warning("GAGAR %s step %s: group %s gets its plain GRPO advantages (%s)", run, step, group_id,
+                       reason)
     return [result.rewards[(r["group_id"], r["trajectory_id"])] for r in records], result.fallback
 
 

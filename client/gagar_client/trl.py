@@ -57,9 +57,10 @@ def gagar_reward(
     Each call sends the step's groups to the app as step TRL's global step of the run `run`
     (a second call at the same global step, an evaluation, adds to that step), waits
     at most `deadline` seconds for `grader`, and returns one value per completion. A group
-    the app could not rank in time keeps its plain GRPO advantage (its test reward when the
-    app is unreachable); each such group is logged as a warning, their count as the metric
-    `gagar/fallback_groups`, and training goes on. The app refuses a step its run has from
+    the app did not rank (not in time, its grading failed or was cancelled, or the app
+    unreachable) gets its plain GRPO advantages on the app's scale (`gagar_client.grpo`),
+    never its test rewards; each such group is logged as a warning, their count as the
+    metric `gagar/fallback_groups`, and training goes on. The app refuses a step its run has from
     an earlier process (a run name used twice by mistake); `append=True` lets a run resumed
     from a checkpoint add to the steps it sent before.
     """

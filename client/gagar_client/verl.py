@@ -58,9 +58,10 @@ def compute_score(
     given as `"module:function"` (or the function itself). A response passes when its
     test score is at least `pass_threshold`; the response text is its patch.
 
-    Groups the app could not rank within `deadline` seconds keep their plain GRPO
-    advantage (their test score when the app is unreachable); each is logged as a
-    warning and training goes on.
+    Groups the app did not rank (not within `deadline` seconds, their grading failed or
+    was cancelled, or the app unreachable) get their plain GRPO advantages on the app's
+    scale (`gagar_client.grpo`), never their test scores; each is logged as a warning and
+    training goes on.
     """
     token = os.environ.get(token_env)
     if not token:

@@ -176,5 +176,6 @@ def test_failed_and_cancelled_groups_keep_grpo_and_are_logged_as_such(serve, cap
                                        advantage_config=None)
     assert values == [0.7, 0.5, 0.5]
     assert fallback == {"g2": "grading failed: backend down", "g3": "grading cancelled: cancelled by rita"}
-    assert caplog.messages == ["GAGAR r step 1: group g2 keeps plain rewards (grading failed: backend down)",
-                               "GAGAR r step 1: group g3 keeps plain rewards (grading cancelled: cancelled by rita)"]
+    assert caplog.messages == [
+        "GAGAR r step 1: group g2 gets its plain GRPO advantages (grading failed: backend down)",
+        "GAGAR r step 1: group g3 gets its plain GRPO advantages (grading cancelled: cancelled by rita)"]

@@ -1,11 +1,13 @@
 """The reward server (`python -m gagar_client.reward_server`) answers each request on its own:
 a sample the app would refuse gets its request a 400 and never reaches the app; a group the
-app refuses all the same keeps its test scores, logged, and the other groups of its app
-request are graded; a client that stalls or trickles is cut off after --read-timeout; a body
-over --max-body-bytes is refused unread. The server runs in this process, against the live
+app refuses all the same gets its plain GRPO advantages, logged, and the other groups of its
+app request are graded; the app late, hung or unreachable gives plain GRPO advantages too,
+on the app's scale, never test scores; a client that stalls or trickles is cut off after
+--read-timeout; a body over --max-body-bytes is refused unread. The server runs in this process, against the live
 app (no worker: a step's groups get their GRPO advantages at the deadline). OpenRLHF's own
 request code against the server: tests/trainers/test_openrlhf.py."""
 
+import asyncio
 import json
 import math
 import socket
@@ -17,10 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 from gagar_client import Client
+from gagar_client.grpo import grpo_values
 from gagar_client.reward_server import _parser, build_server
 from gagar_client.steps import Sample, group_records
 
 GOOD = {"responses": ["fix a", "fix b", "no fix", "half a fix"], "test_scores": [1.0, 1.0, 0.0, 0.0]}
+# What the app's plain GRPO gives GOOD's test scores (about +-0.866): the scale of every fallback.
+GOOD_GRPO = grpo_values(GOOD["test_scores"], [("g", f"r{i}") for i in range(1, 5)])
 
 
 @pytest.fixture
@@ -39,6 +44,7 @@ def reward_server(monkeypatch):
         started.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}/get_reward", run
 
+    start.started = started
     yield start
     for server in started:
         server.shutdown()
@@ -103,8 +109,8 @@ def test_bad_samples_get_400_alone_and_another_clients_group_of_the_window_is_gr
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_group_the_app_refuses_keeps_its_test_scores_and_the_others_of_its_step_are_graded(graded_server,
-                                                                                              caplog):
+def test_a_group_the_app_refuses_gets_its_plain_grpo_and_the_others_of_its_step_are_graded(graded_server,
+                                                                                             caplog):
     url, run, app = graded_server
     # The server's first step (0) starts its count; another writer then holds this group's name
     # in its next step (1) already: the app refuses the group's lines.
@@ -122,17 +128,64 @@ def test_a_group_the_app_refuses_keeps_its_test_scores_and_the_others_of_its_ste
         refused, graded = refused.result(), graded.result()
 
     assert refused.status_code == 200, refused.text
-    assert refused.json()["rewards"] == GOOD["test_scores"]
+    assert refused.json()["rewards"] == pytest.approx(GOOD_GRPO, abs=1e-9)
     assert graded.status_code == 200, graded.text
-    assert graded.json()["rewards"] != GOOD["test_scores"]
+    assert graded.json()["rewards"] == pytest.approx(GOOD_GRPO, abs=1e-6)  # no worker: the app's at the deadline
     held = step_trajectories(f"{run}/step-1")
     assert held.pop(taken) == 1
     (group_id, trajectories), = held.items()
     assert group_id.startswith("task-y:") and trajectories == 4
     assert (f"GAGAR {run}: group 'task-x' is not graded, the app refused it: trajectory_id: conflicts with the "
             f"content already imported into batch '{run}/step-1' for this trajectory; group_id: group already "
-            f"imported into batch '{run}/step-1'; its trajectories cannot change; its 4 responses keep their test "
-            "scores") in caplog.messages
+            f"imported into batch '{run}/step-1'; its trajectories cannot change; its 4 responses get their plain "
+            "GRPO advantages") in caplog.messages
+
+
+def test_an_unreachable_app_gives_plain_grpo_on_the_apps_scale(reward_server):
+    url, _ = reward_server("http://127.0.0.1:9", "--group-timeout", "5", "--batch-window", "0")
+    answer = post(url, group("task-a"))
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"rewards": pytest.approx(GOOD_GRPO, abs=1e-9), "scores": GOOD["test_scores"]}
+
+
+@pytest.fixture
+def hung_app():
+    """An app that takes connections and never answers: the URL of a socket that listens only."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+
+def test_an_app_that_never_answers_gives_plain_grpo_within_the_servers_bound(reward_server, hung_app, caplog):
+    # Its latest step, then the step, each wait out a 4 s request timeout: 8 s, past the 7 s the
+    # server allows a request (1 + 0 + 1 + 4 + 1). The grading's own bound, deadline + timeout,
+    # answers first.
+    url, run = reward_server(hung_app, "--deadline", "1", "--timeout", "4", "--group-timeout", "1",
+                             "--batch-window", "0")
+    started = time.monotonic()
+    with caplog.at_level("WARNING", logger="gagar_client"):
+        answer = post(url, group("task-a"))
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["rewards"] == pytest.approx(GOOD_GRPO, abs=1e-9)
+    assert 5 <= time.monotonic() - started < 7
+    assert (f"GAGAR {run}: group 'task-a' is not graded, the app did not answer within 5 s; its 4 responses get "
+            "their plain GRPO advantages") in caplog.messages
+
+
+def test_a_request_the_buffer_never_answers_gets_plain_grpo_within_the_request(reward_server, caplog):
+    url, run = reward_server("http://127.0.0.1:9", "--deadline", "0.5", "--timeout", "0.5", "--group-timeout",
+                             "0.5", "--batch-window", "0")
+    server = reward_server.started[-1]
+    server.loop.call_soon_threadsafe(time.sleep, 3.5)  # its groups' loop stuck past the 2.5 s bound
+    two_groups = {"responses": GOOD["responses"] * 2, "test_scores": GOOD["test_scores"] * 2,
+                  "group_keys": ["task-a"] * 4 + ["task-b"] * 4}
+    with caplog.at_level("WARNING", logger="gagar_client"):
+        answer = post(url, two_groups)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["rewards"] == pytest.approx(GOOD_GRPO * 2, abs=1e-9)
+    assert (f"GAGAR {run}: a request of 8 samples had no values after 2.5 s; they get the plain GRPO advantages "
+            "of their test scores within the request") in caplog.messages
+    # The loop free again, the request's parking is cancelled before the server stops.
+    asyncio.run_coroutine_threadsafe(asyncio.sleep(0.1), server.loop).result(timeout=5)
 
 
 def raw(url: str, data: bytes, *, pause: float = 0.0, wait: float = 10.0) -> tuple[bytes, float]:

@@ -329,3 +329,33 @@ def test_evidence_tools_are_actions_the_schema_allows_and_are_capped():
         assert "[truncated: showed" in workspace.run({"tool": tool})
         assert workspace.run({"tool": tool, "label": "A"}).startswith(f"error: bad arguments for {tool}")
     assert "evidence_consensus" in render_prompt(EVIDENCE_GROUP, seed=2)[0]["content"]
+
+
+@pytest.mark.parametrize("start, problem", [
+    ("three", "start must be a whole number, not 'three'"),
+    (float("nan"), "start must be a whole number, not nan"),
+    (float("inf"), "start must be a whole number, not inf"),  # JSON's 1e400
+    (True, "start must be a whole number, not True"),
+    (2.5, "start must be a whole number, not 2.5"),
+], ids=["word", "NaN", "infinite", "bool", "fraction"])
+def test_a_bad_turn_number_is_answered_and_the_conversation_goes_on(start, problem):
+    workspace = Workspace(make_group(), seed=0)
+    assert workspace.run({"tool": "view_transcript", "label": "A", "start": start, "end": 2}) == f"error: {problem}"
+    assert workspace.run({"tool": "view_transcript", "label": "A", "start": 0, "end": 1}).startswith(
+        "A transcript, turns 0..0")
+
+
+def test_a_huge_turn_number_shows_no_turns():
+    workspace = Workspace(make_group(), seed=0)
+    assert workspace.run({"tool": "view_transcript", "label": "A", "start": 10 ** 30, "end": 1e300}).startswith(
+        "A: no turns in that range")
+
+
+def test_arguments_of_the_wrong_kind_are_answered():
+    workspace = Workspace(make_group(), seed=0)
+    assert workspace.run({"tool": "search", "pattern": 5}) == "error: pattern must be a string, not 5"
+    assert workspace.run({"tool": "search", "pattern": "x" * 5000}) == (
+        "error: pattern is 5000 characters long; at most 4096")
+    unhashable = workspace.run({"tool": "view_tests", "label": ["A"] * 50})
+    assert unhashable.startswith("error: no trajectory ['A', 'A', ")
+    assert unhashable.endswith("... (250 characters); labels: A, B, C")

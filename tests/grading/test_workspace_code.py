@@ -290,3 +290,59 @@ def test_the_tiny_model_decodes_code_tool_calls_under_the_schema(group, access, 
                 called.append(entry)
     assert called, "the random model called no code tool"
     assert all(entry["content"] for entry in called)
+
+
+LOOP = "".join(f"diff --git a/calc/{name} b/calc/{name}\nnew file mode 120000\n--- /dev/null\n+++ b/calc/{name}\n"
+               f"@@ -0,0 +1 @@\n+{target}\n\\ No newline at end of file\n"
+               for name, target in (("loop_a", "loop_b"), ("loop_b", "loop_a")))
+
+
+@pytest.mark.parametrize("args, problem", [
+    ({"path": "calc/" + "x" * 4995}, "path is 5000 characters long; at most 4096"),
+    ({"path": "x" * 300}, f"{{label}}'s code cannot be read at '{'x' * 59}... (302 characters): File name too long"),
+    ({"path": "calc/ops.py\0"}, "path holds a NUL character, which no path or command can"),
+    ({"path": ["calc/ops.py"]}, "path must be a string, not ['calc/ops.py']"),
+    ({"path": "calc/ops.py", "start": "one"}, "start must be a whole number, not 'one'"),
+    ({"path": "calc/ops.py", "start": 1, "end": float("nan")}, "end must be a whole number, not nan"),
+    ({"path": "calc/ops.py", "start": float("inf")}, "start must be a whole number, not inf"),
+], ids=["5000-char path", "300-char name", "NUL in path", "path not text", "start a word", "end NaN",
+        "start infinite"])
+def test_a_bad_view_file_is_answered_and_the_conversation_goes_on(group, access, args, problem):
+    ws = workspace(group, access)
+    assert call(ws, "view_file", "good", **args) == f"error: {problem.format(label=ws.label_of('good'))}"
+    assert "return max(low, min(x, high))" in call(ws, "view_file", "good", path="calc/ops.py")
+
+
+def test_a_huge_line_number_shows_no_lines(group, access):
+    ws = workspace(group, access)
+    assert call(ws, "view_file", "good", path="calc/ops.py", start=10 ** 30, end=1e300) == (
+        f"{ws.label_of('good')}: calc/ops.py has 10 line(s), none from line {10 ** 30}")
+
+
+def test_a_loop_of_symlinks_is_answered(group, access):
+    looped = replace(group, trajectories=(*group.trajectories, TrajectoryCase("loops", True, 1.0, LOOP)))
+    ws = workspace(looped, access)
+    label = ws.label_of("loops")
+    for path in ("calc/loop_a", "calc/loop_a/x.py"):
+        text = call(ws, "view_file", "loops", path=path)
+        assert text.startswith("error: ") and text in (
+            f"error: {path!r} leads into a loop of symlinks",  # Python 3.11, 3.12
+            f"error: {label}'s code has no file {path!r}; view_file with a folder lists it")  # 3.13
+
+
+@pytest.mark.parametrize("tool, args, problem", [
+    ("run", {"command": 5}, "command must be a string, not 5"),
+    ("run", {"command": "echo \0"}, "command holds a NUL character, which no path or command can"),
+    ("run", {"command": "echo " + "x" * 200_000}, "command is 200005 characters long; at most 4096"),
+    ("run_tests", {"tests": "tests/test_ops.py"}, "tests must be a list of test ids or files, "
+                                                  "not 'tests/test_ops.py'"),
+    ("run_tests", {"tests": ["tests/test_ops.py\0"]}, "a test holds a NUL character, which no path or command can"),
+    ("run_tests", {"tests": ["t" * 4000] * 40}, "40 tests are too many for one run: name at most 4096 characters "
+                                                "of tests"),
+], ids=["command not text", "NUL in command", "200000-char command", "tests a string", "NUL in test",
+        "160000 chars of tests"])
+def test_a_bad_run_is_answered_runs_nothing_and_the_conversation_goes_on(group, access, tool, args, problem):
+    ws = workspace(group, access)
+    assert call(ws, tool, "good", **args) == f"error: {problem}"
+    assert ws.code.runs_left == Caps().code_runs
+    assert ": passed in " in call(ws, "run", "good", command="true")

@@ -5,12 +5,14 @@ The server runs as OpenRLHF's users run it, a process of its own (in this venv, 
 client is installed); tests/trainers/openrlhf_run.py (in .venv-verl, where OpenRLHF is
 installed without its dependencies) posts the samples with
 `SingleTurnAgentExecutor._fetch_rewards_via_http`. The step is test_verl.py's: three groups
-of four responses, interleaved.
+of four responses, interleaved. A group the app does not rank gets the plain GRPO advantages
+the app would give it, never its test scores.
 """
 
 import functools
 import json
 import os
+import socket
 import subprocess
 from collections import Counter
 
@@ -20,7 +22,7 @@ import pytest
 from gagar_client.reward_server import group_key
 
 from tests.trainers.conftest import core_advantages
-from tests.trainers.test_verl import ROOT, VERL_PYTHON, step_samples
+from tests.trainers.test_verl import GROUPS, ROOT, VERL_PYTHON, step_samples
 
 SCRIPT = ROOT / "tests" / "trainers" / "openrlhf_run.py"
 RUN = "openrlhf"
@@ -154,3 +156,26 @@ def test_a_bad_request_gets_400_with_its_reason_and_parks_nothing(reward_server,
     np.testing.assert_allclose(answer.json()["rewards"], [expected[q.removeprefix(p)][0] for q, p in
                                                           zip(queries, prompts, strict=True)], rtol=0, atol=1e-6)
     assert Trajectory.objects.filter(batch__name=f"{RUN}/step-0").count() == 4
+
+
+@pytest.mark.parametrize("app", ["unreachable", "never answering"])
+def test_an_app_that_grades_nothing_gives_openrlhf_plain_grpo_on_the_apps_scale(app, reward_server, tmp_path):
+    from grading.advantages import grpo_advantages
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # takes connections, never answers
+        app_url = "http://127.0.0.1:9" if app == "unreachable" else f"http://127.0.0.1:{listener.getsockname()[1]}"
+        # Never answering, the latest step and the step each wait out the 4 s timeout: 8 s, past the
+        # 7 s the server allows a request; the grading's own bound (1 + 4 s) answers first.
+        url = reward_server(app_url=app_url, deadline=1, timeout=4, group_timeout=1, batch_window=0)
+        samples = step_samples()
+        out = send([[openrlhf_sample(s)] for s in samples], url=url, tmp_path=tmp_path)
+
+    tasks = sorted(GROUPS)
+    scores = [1.0 if "FIXED" in s["response"] else 0.0 for s in samples]
+    grpo = grpo_advantages(np.array(scores), np.array([tasks.index(s["index"]) for s in samples]))
+    np.testing.assert_allclose([answer["rewards"][0] for answer in out["answers"]], grpo, rtol=0, atol=1e-6)
+    assert [answer["scores"][0] for answer in out["answers"]] == scores
+    assert max(out["seconds"]) < 7
+    reason = {"unreachable": "gets its plain GRPO advantages (app unreachable",
+              "never answering": "the app did not answer within 5 s; its 4 responses get their plain GRPO advantages"}
+    assert server_log(tmp_path).count(reason[app]) == 3

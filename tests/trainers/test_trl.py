@@ -1,6 +1,8 @@
 """TRL's own `GRPOTrainer` trained a few steps on the rewards `gagar_client.trl.gagar_reward` gets
 from the running app: the advantages TRL computed must equal `grading.advantages` on the
-rankings the worker wrote. And the ways a misconfigured reward function is refused."""
+rankings the worker wrote. A step the app does not grade (unreachable, late) trains on the
+plain GRPO advantages the app would give, never on raw test rewards. And the ways a
+misconfigured reward function is refused."""
 
 import json
 import os
@@ -60,6 +62,50 @@ def test_groups_split_across_two_processes_are_graded_whole(live_server, token, 
     rounds = [(first[0], first[1] + second[1], first[2] + second[2]) for first, second in zip(*ranks, strict=True)]
     assert all(len(tasks) == 12 and tasks[4:8] == [tasks[4]] * 4 for _, tasks, _ in rounds)
     assert_trained_on_core_advantages(rounds)
+
+
+def test_an_unreachable_app_trains_on_plain_grpo_on_the_apps_scale(tiny_model, tmp_path, monkeypatch):
+    from gagar_client.grpo import grpo_values
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rounds = train(url="http://127.0.0.1:9", token="unused", model=tiny_model, output_dir=tmp_path,
+                   prompts_per_step=2)
+
+    mixed = 0
+    for _, tasks, advantages in rounds:
+        # Each completion's test verdict, read back from the sign of its advantage: a group's
+        # passing ones sit above its mean.
+        passed = [1.0 if a > 0 else 0.0 for a in advantages]
+        keys = [(f"{task}#{i // GENERATIONS}", f"r{i % GENERATIONS}") for i, task in enumerate(tasks)]
+        np.testing.assert_allclose(advantages, grpo_values(passed, keys), rtol=0, atol=1e-5)
+        mixed += sum(0 < sum(passed[i:i + GENERATIONS]) < GENERATIONS for i in range(0, len(passed), GENERATIONS))
+    assert mixed, "no group mixed passing and failing completions: nothing was tested"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_step_not_graded_by_the_deadline_gets_the_apps_plain_grpo_and_counts_its_fallbacks(
+        live_server, token, redis_broker):
+    from types import SimpleNamespace
+
+    from gagar_client import Client
+    from gagar_client.trl import gagar_reward
+
+    verdicts = {"task-0": [1.0, 0.0, 1.0, 0.0], "task-1": [1.0, 1.0, 1.0, 0.0]}
+    tasks = [task for task in verdicts for _ in range(GENERATIONS)]
+    completions = [f"attempt {i} at {task}" for i, task in enumerate(tasks)]
+    metrics = {}
+    with Client(live_server.url, token) as client:  # no worker: the groups stay queued past the 1 s deadline
+        reward = gagar_reward(client, run="trl-late", test_reward=lambda **_: sum(verdicts.values(), []),
+                              num_generations=GENERATIONS, deadline=1.0)
+        values = reward(prompts=[f"Fix {task}." for task in tasks], completions=completions,
+                        completion_ids=[[i] for i in range(len(tasks))], trainer_state=SimpleNamespace(global_step=0),
+                        log_metric=metrics.__setitem__, task_id=tasks)
+
+    expected = core_advantages("trl-late/step-0")
+    keys = sorted(expected)  # per group, r1..r4 in completion order
+    np.testing.assert_allclose(values, [expected[key][1] for key in keys], rtol=0, atol=1e-6)
+    assert abs(values[0]) > 0.8  # std-normalised: a raw verdict minus its mean would be 0.5
+    assert metrics == {"gagar/fallback_groups": 2.0}
 
 
 def test_it_refuses_a_batch_that_does_not_split_into_its_groups():

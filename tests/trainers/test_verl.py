@@ -91,7 +91,7 @@ def test_verl_trains_on_the_advantages_the_core_computes_from_the_workers_rankin
     np.testing.assert_allclose(out["scores"], gagar, rtol=0, atol=1e-6)
     np.testing.assert_allclose(out["advantages"], gagar, rtol=0, atol=1e-6)
     assert np.abs(gagar - grpo).max() > 0.1, "the grader's rankings moved no credit: nothing was tested"
-    assert "keeps plain rewards" not in log
+    assert "gets its plain GRPO advantages" not in log
 
 
 def test_a_step_not_graded_by_the_deadline_trains_on_plain_grpo_and_says_so(live_server, token, redis_broker,
@@ -103,7 +103,7 @@ def test_a_step_not_graded_by_the_deadline_trains_on_plain_grpo_and_says_so(live
     expected = core_advantages(f"{RUN}/step-0")
     grpo = np.array([expected[key][1] for key in keys_in_batch_order(samples, f"{RUN}/step-0")])
     np.testing.assert_allclose(out["advantages"], grpo, rtol=0, atol=1e-6)
-    assert log.count("keeps plain rewards (timeout") == 2  # task-a and task-c; task-b is not mixed
+    assert log.count("gets its plain GRPO advantages (timeout") == 2  # task-a and task-c; task-b is not mixed
 
 
 def test_an_unreachable_app_gives_plain_grpo_on_the_apps_scale_and_says_so(tiny_model, tmp_path):
@@ -120,4 +120,4 @@ def test_an_unreachable_app_gives_plain_grpo_on_the_apps_scale_and_says_so(tiny_
     grpo = grpo_advantages(np.array(scores), np.array([tasks.index(s["index"]) for s in samples]))
     np.testing.assert_allclose(out["scores"], grpo, rtol=0, atol=1e-6)  # verl keeps scores as float32
     np.testing.assert_allclose(out["advantages"], grpo, rtol=0, atol=1e-6)
-    assert log.count("keeps plain rewards (app unreachable") == 3
+    assert log.count("gets its plain GRPO advantages (app unreachable") == 3

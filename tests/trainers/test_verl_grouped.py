@@ -4,7 +4,9 @@ against the running app.
 tests/trainers/verl_grouped_run.py (in .venv-verl) builds verl's `RewardLoopWorker` with the
 `naive` manager and scores every sample of a step in a task of its own, concurrently; the
 groups are interleaved as in test_verl.py. Each score must be the advantage the core
-computes from the worker's rankings, the same as the batch path's for the same step.
+computes from the worker's rankings, the same as the batch path's for the same step. A
+group the app does not rank (late, unreachable, refusing it) gets the plain GRPO advantages
+the app would give it, never its test scores beside the other groups' normalised values.
 """
 
 import asyncio
@@ -16,11 +18,12 @@ from collections import Counter
 import httpx
 import numpy as np
 import pytest
-from gagar_client import GagarAPIError
+from gagar_client import Client, GagarAPIError
 from gagar_client.grouped import compute_score
+from gagar_client.steps import Sample, group_records
 
 from tests.trainers.conftest import core_advantages
-from tests.trainers.test_verl import ROOT, VERL_PYTHON, step_samples
+from tests.trainers.test_verl import GROUPS, ROOT, VERL_PYTHON, step_samples
 
 SCRIPT = ROOT / "tests" / "trainers" / "verl_grouped_run.py"
 RUN = "verl-grouped"
@@ -96,6 +99,67 @@ def test_an_incomplete_group_keeps_its_test_scores_after_its_timeout_without_hol
     assert max(out["seconds"][i] for i in complete) < 5 <= min(out["seconds"][i] for i in incomplete)
     assert not Group.objects.filter(batch__name__startswith=f"{RUN}/", group_id__startswith="task-c").exists()
     assert "group task-c has 3 of 4 responses after 5 s; they keep their test scores" in log
+
+
+def passes(response: str) -> float:
+    return 1.0 if "FIXED" in response else 0.0
+
+
+def plain_grpo(samples) -> np.ndarray:
+    """What the app's plain GRPO gives each sample's test score, under the default config."""
+    from grading.advantages import grpo_advantages
+
+    tasks = sorted(GROUPS)
+    return grpo_advantages(np.array([passes(s["response"]) for s in samples]),
+                           np.array([tasks.index(s["index"]) for s in samples]))
+
+
+@pytest.mark.parametrize("app", ["late", "unreachable"])
+def test_a_step_the_app_does_not_grade_gets_plain_grpo_on_the_apps_scale(app, live_server, token, tiny_model,
+                                                                         tmp_path):
+    samples = step_samples()  # late: no worker, the mixed groups stay queued past the 1 s deadline
+    url = live_server.url if app == "late" else "http://127.0.0.1:9"
+    out, log = run_grouped(samples, tmp_path=tmp_path, token=token, tokenizer=tiny_model, url=url, run=RUN,
+                           deadline=1)
+
+    np.testing.assert_allclose(out["scores"], plain_grpo(samples), rtol=0, atol=1e-6)
+    reason = "(timeout" if app == "late" else "(app unreachable"
+    assert log.count(f"gets its plain GRPO advantages {reason}") == (2 if app == "late" else 3)  # late: b all pass
+
+
+def test_a_group_the_app_refuses_gets_its_plain_grpo_beside_the_others(live_server, token, monkeypatch, caplog):
+    """In this process, as verl's reward-loop worker calls it: the app refuses task-a's group (another
+    writer holds its name in the step), and grades none of the others in time (no worker)."""
+    monkeypatch.setenv("GAGAR_TOKEN", token)
+    run, samples = "verl-refused", step_samples()
+
+    async def tests_pass(solution_str, **_):  # a coroutine: each call parks in the order its task starts
+        return passes(solution_str)
+
+    async def score(tasks):
+        chosen = [s for task in tasks for s in samples if s["index"] == task]
+        values = await asyncio.gather(*(
+            compute_score("swe", s["response"], "FIXED", {"index": s["index"]}, test_score=tests_pass, group_size=4,
+                          url=live_server.url, run=run, deadline=2, batch_window=0.5) for s in chosen))
+        return chosen, values
+
+    asyncio.run(score(["task-b"]))  # the run's step 0: the next request is its step 1
+    refused = [s for s in samples if s["index"] == "task-a"]
+    taken = group_records("task-a", [Sample(reward=passes(s["response"]), patch=s["response"],
+                                            messages=[{"role": "assistant", "content": s["response"]}])
+                                     for s in refused], position=0, statement=None, pass_threshold=1.0)[0]["group_id"]
+    with Client(live_server.url, token) as app:
+        app.grade_step([{"group_id": taken, "trajectory_id": "r1", "reward": 0.5, "patch": "another"}], run=run,
+                       step=1, deadline=0)
+
+    with caplog.at_level("WARNING", logger="gagar_client"):
+        chosen, values = asyncio.run(score(["task-a", "task-c"]))
+
+    np.testing.assert_allclose(values, plain_grpo(chosen), rtol=0, atol=1e-6)
+    assert any(message.startswith(f"GAGAR {run}: group 'task-a' is not graded, the app refused it: ")
+               and message.endswith("its 4 responses get their plain GRPO advantages") for message in caplog.messages)
+    assert any(f"GAGAR {run} step 1: group task-c:" in message and "gets its plain GRPO advantages (timeout" in message
+               for message in caplog.messages)
 
 
 def test_two_reward_loop_workers_each_with_half_of_every_group_get_the_cores_advantages_through_one_server(
