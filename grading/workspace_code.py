@@ -20,7 +20,7 @@ import math
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from grading.cases import TrajectoryCase
 from grading.execution.environment import PYTEST, Environment
 from grading.execution.matrix import PASS
-from grading.execution.reports import parse_pytest_summary
+from grading.execution.reports import Refereed, read_referee, seat_referee
 from grading.sandbox import Limits, PatchRefused, RunResult, Sandbox, prepare_workdir, remove_tree
 from grading.sandbox import limits as sandbox_status
 from grading.workspace import (
@@ -144,9 +144,9 @@ class CodeTools:
         if sum(len(test) + 1 for test in tests) > MAX_ARGUMENT_CHARS:  # one line of the script
             raise ToolError(f"{len(tests)} tests are too many for one run: name at most "
                             f"{MAX_ARGUMENT_CHARS} characters of tests")
-        script = self.access.environment.test_script(tests)
-        return self._run(label, trajectory, script, f"run_tests {' '.join(tests)}",
-                         per_test=self.access.environment.report == PYTEST)
+        environment = self.access.environment
+        return self._run(label, trajectory, lambda referee: environment.test_script(tests, referee=referee),
+                         f"run_tests {' '.join(tests)}", refereed=environment.report == PYTEST)
 
     def run(self, label: str, trajectory: TrajectoryCase, command: str) -> str:
         """A shell command on the candidate's code, in the sandbox, without network."""
@@ -155,7 +155,7 @@ class CodeTools:
         # A setup script of one line is the command behind the environment's own preamble
         # (set -e, its interpreter first on PATH), as its tests run.
         script = replace(self.access.environment, setup=(command,)).setup_script()
-        return self._run(label, trajectory, script, f"run {command}", per_test=False)
+        return self._run(label, trajectory, lambda referee: script, f"run {command}", refereed=False)
 
     # --- internals -----------------------------------------------------------------------
 
@@ -194,8 +194,11 @@ class CodeTools:
             raise ToolError(f"{label}'s patch cannot be applied to the codebase ({refused}): "
                             "its code cannot be read or run") from None
 
-    def _run(self, label: str, trajectory: TrajectoryCase, script: str, title: str, *,
-             per_test: bool) -> str:
+    def _run(self, label: str, trajectory: TrajectoryCase, script: Callable[[str | None], str], title: str, *,
+             refereed: bool) -> str:
+        """`script(referee)`: the script to run, given the referee's folder when `refereed` (a
+        pytest run, read from the referee's record as the evidence pass reads it, not from what
+        the candidate's code prints: grading/execution/reports.py), else None."""
         if self.runs_left < 1:
             raise ToolError(f"the code budget is spent: {self.caps.code_runs} run(s) of "
                             f"{self.caps.code_runs} used; nothing was run")
@@ -212,10 +215,11 @@ class CodeTools:
             if setup is not None:
                 result, outcome = self._sandboxed(workdir, setup)
                 if result.status != sandbox_status.PASSED:
-                    return self._report(label, f"{title}: the environment's setup {outcome}",
-                                        result, per_test=False)
-            result, outcome = self._sandboxed(workdir, script)
-        return self._report(label, f"{title}: {outcome}", result, per_test=per_test)
+                    return self._report(label, f"{title}: the environment's setup {outcome}", result, None)
+            referee = seat_referee(workdir) if refereed else None
+            result, outcome = self._sandboxed(workdir, script(referee))
+            record = read_referee(workdir / referee, result, trajectory.patch or "") if referee else None
+        return self._report(label, f"{title}: {outcome}", result, record)
 
     def _sandboxed(self, workdir: Path, script: str) -> tuple[RunResult, str]:
         """One sandboxed run, its wall clock the least of the environment's limit, the budget's
@@ -243,11 +247,12 @@ class CodeTools:
             return f"killed at the environment's memory limit ({self.access.environment.memory_mb} MiB)"
         return "not run: the sandbox could not start it"
 
-    def _report(self, label: str, headline: str, result: RunResult, *, per_test: bool) -> str:
+    def _report(self, label: str, headline: str, result: RunResult, record: Refereed | None) -> str:
         lines = [f"{label}: {headline}",
                  f"[code budget left: {self.runs_left} run(s), {max(self.seconds_left, 0):.1f} s]"]
-        if per_test:
-            outcomes = parse_pytest_summary(result.output)
+        if record is not None:
+            lines += [f"tampers with the test runner: {what}" for what in record.tampering]
+            outcomes = dict(record.tests)
             counts = Counter(outcomes.values())
             lines.append("tests: " + (", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
                                       or "no per-test results in the output"))
