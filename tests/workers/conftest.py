@@ -228,8 +228,15 @@ def make_batch(tmp_path: Path, name: str, n_groups: int):
     return Batch.objects.get(name=name)
 
 
+# A wait's timeout is how long a test gives up after, never a claim about speed (bench/ measures
+# that): on a two-core machine running every suite at once, work takes several times as long.
+WAIT_SCALE = 4
+
+
 def wait_until(condition, *, timeout: float, every: float = 0.2, tick=None, message=""):
-    """Poll `condition()` until true; `tick()` runs between polls (a sweep, say)."""
+    """Poll `condition()` until true, giving up after WAIT_SCALE x `timeout` seconds; `tick()`
+    runs between polls (a sweep, say)."""
+    timeout *= WAIT_SCALE
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
