@@ -33,6 +33,7 @@ FLAGS = (
     "removed_behaviour",       # deletes a return, raise, yield or call and writes nothing in its place
     "breaks_tests",            # fails tests that most of the other passing candidates pass
     "tampers_with_tests",      # changes how the tests run or report: runner config, plugins, pytest's internals
+    "fails_reward_files",      # fails tests of the test patch's files beyond the reward's that the reference passes
 )
 
 

@@ -25,14 +25,15 @@ from typing import TYPE_CHECKING
 from grading import evidence
 from grading.cases import GroupCase, TrajectoryCase
 from grading.diffs import MARKER_LABELS, FileDiff, parse_patch, patch_stats, unique_files
-from grading.execution.verdicts import breaks_tests, flaky
+from grading.execution.plan import REFERENCE
+from grading.execution.verdicts import breaks_tests, fails_reward_files, flaky, reference_control
 from grading.interdiff import interdiff
 from grading.rankings import FLAGS, InvalidRanking, validate_ranking
 
 if TYPE_CHECKING:  # the code tools import this module: they are handed in, not imported
     from grading.workspace_code import CodeTools
 
-PROMPT_VERSION = "4"
+PROMPT_VERSION = "5"
 EVIDENCE_TOOLS = ("evidence_consensus", "evidence_integrity", "evidence_minimality", "evidence_execution")
 CODE_TOOLS = ("view_file", "run_tests", "run")
 TOOLS = ("list_trajectories", "view_patch", "view_transcript", "search", "compare", "view_tests",
@@ -73,8 +74,9 @@ of patches and transcripts; [] searches every label.
 {{"tool": "evidence_minimality"}}: a heuristic's figures per passing label: added lines the \
 others share; test edits, stray files, debug output; size against the leanest.
 - {{"tool": "evidence_execution"}}: each candidate's code run in a sandbox against the reward's \
-tests, the codebase's existing tests and the tests other candidates wrote: which it fails that \
-the others pass, and which reward verdicts do not reproduce.
+tests, the whole files of the task's test patch, the codebase's existing tests and the tests other \
+candidates wrote: which it fails that the task's reference fix or the others pass, and which reward \
+verdicts do not reproduce.
 - {{"tool": "view_file", "label": "A", "path": "pkg/mod.py", "start": 1, "end": 80}}: lines \
 start..end of a file of A's code (the codebase with A's patch applied); a folder, or "", lists \
 its entries.
@@ -471,11 +473,16 @@ def execution_text(group: GroupCase, label_of) -> str:
         kind, _, author = suite.partition(":")
         return f"{kind}:{label_of(author)}" if author else kind
 
+    def name(tid: str) -> str:
+        return "the reference fix" if tid == REFERENCE else label_of(tid)
+
     lines = ["Execution evidence: each candidate's code run in a sandbox. Suites: reward (the reward's "
-             "tests, with the task's test patch), existing (the codebase's tests of the modules the "
-             "passing candidates touch, on each one's non-test changes), peer:X (the tests X wrote, on "
-             "each one's non-test changes)."]
-    ids = sorted(matrix.passed, key=label_of)
+             "tests, with the task's test patch), reward_files (every test of the test patch's files, "
+             "the human fix's own tests beside the reward's), existing (the codebase's tests of the modules "
+             "the passing candidates touch, on each one's non-test changes), peer:X (the tests X wrote, on "
+             "each one's non-test changes). The task's reference fix runs reward and reward_files as a "
+             "control: a test it fails here counts against no candidate."]
+    ids = sorted(matrix.passed, key=label_of) + ([REFERENCE] if matrix.reference else [])
     for tid in ids:
         cells = []
         for suite in matrix.suites():
@@ -494,18 +501,25 @@ def execution_text(group: GroupCase, label_of) -> str:
                 text += "; not passing: " + ", ".join(f"{t} [{statuses[t]}]" for t in failing[:5])
                 text += f", +{len(failing) - 5} more" if len(failing) > 5 else ""
             cells.append(text)
-        verdict = "PASS" if matrix.passed[tid] else "FAIL"
-        lines.append(f"{label_of(tid)} ({verdict}): " + ("; ".join(cells) if cells else "no runs"))
+        verdict = "the control, not ranked" if tid == REFERENCE else "PASS" if matrix.passed[tid] else "FAIL"
+        lines.append(f"{name(tid)} ({verdict}): " + ("; ".join(cells) if cells else "no runs"))
+    control = reference_control(matrix)
+    lines += [f"Control: {note}" for note in control.notes]
     broken = breaks_tests(matrix)
     unreproduced = flaky(matrix)
     lines.append("Fails tests most other passing candidates pass: " + (
         "; ".join(f"{label_of(t)} ({', '.join(f'{suite_name(s)}: {n}' for s, n in cells[:5])})"
                   for t, cells in sorted(broken.items(), key=lambda kv: label_of(kv[0]))) or "none"))
+    reward_files = fails_reward_files(matrix)
+    bar = "most other passing candidates pass" if control.bar is None else "the reference fix passes"
+    lines.append(f"Fails tests of the test patch's files, beyond the reward's, that {bar}: " + (
+        "; ".join(f"{label_of(t)} ({', '.join(tests[:5])}{f', +{len(tests) - 5} more' if len(tests) > 5 else ''})"
+                  for t, tests in sorted(reward_files.items(), key=lambda kv: label_of(kv[0]))) or "none"))
     lines.append("Reward verdicts that do not reproduce: " + (
         "; ".join(f"{label_of(t)}: {why}" for t, why in sorted(unreproduced.items(),
                                                                 key=lambda kv: label_of(kv[0]))) or "none"))
     for skipped in matrix.skipped:
-        who = ", ".join(label_of(c) for c in skipped.candidates)
+        who = ", ".join(name(c) for c in skipped.candidates)
         lines.append(f"Skipped {suite_name(skipped.suite) if skipped.suite != '*' else 'every suite'} "
                      f"for {who}: {skipped.reason}")
     return "\n".join(lines)

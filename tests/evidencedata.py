@@ -1,9 +1,11 @@
 """A small codebase, its candidates and a Python with pytest, for the execution-evidence tests.
 
 The codebase is `calc` (add, sub, clamp); the task asks for clamp, and its reward runs the two
-clamp tests of its test patch. The candidates: two identical good fixes, another good one, one
-right about clamp but wrong about add and sub (which the reward does not test and the
-codebase's tests do), one that changes nothing but a comment, and one that fails.
+clamp tests of its test patch, whose file holds a third that the reward does not list (the human
+fix's own test of a value inside the bounds). The candidates: two identical good fixes, another
+good one, one right about clamp but wrong about add and sub (which the reward does not test and
+the codebase's tests do), one that changes nothing but a comment, and one that fails;
+`MISSES_INSIDE` passes the listed clamp tests and fails the third. `FIXED` is the reference fix.
 
 The sandbox sees the host's system folders only (not this project's virtual environment), so
 the tests' interpreter is a virtual environment of the system's python3 with pytest copied in,
@@ -52,12 +54,19 @@ def test_clamp_low():
 
 def test_clamp_high():
     assert clamp(11, 0, 10) == 10
+
+
+def test_clamp_inside():
+    assert clamp(5, 0, 10) == 5
 """
 FIXED = OPS.replace("    return x\n", "    return max(low, min(x, high))\n")
 FIXED_IFS = OPS.replace("    return x\n",
                         "    if x < low:\n        return low\n    if x > high:\n        return high\n    return x\n")
 BREAKS = FIXED.replace("return a + b", "return int(a) + int(b)")
+# Right at both bounds the reward tests, wrong between them.
+MISSES_INSIDE = OPS.replace("    return x\n", "    return low if x < low else high\n")
 REWARD_TESTS = ["tests/test_clamp.py::test_clamp_low", "tests/test_clamp.py::test_clamp_high"]
+INSIDE_TEST = "tests/test_clamp.py::test_clamp_inside"
 CODEBASE = {"calc/__init__.py": "", "calc/ops.py": OPS, "tests/__init__.py": "", "tests/test_ops.py": TEST_OPS}
 # trajectory id -> (passed, the files it writes)
 CANDIDATES = {
@@ -125,15 +134,18 @@ def store(root: Path) -> Path:
     return root
 
 
-def records(group_id: str, python: Path, scratch: Path, *, candidates=CANDIDATES, snapshot="calc") -> list[dict]:
-    """The group's rollout records, its task (snapshot, test patch, reward tests, environment) on
-    the first line."""
+def records(group_id: str, python: Path, scratch: Path, *, candidates=CANDIDATES, snapshot="calc",
+            reference: dict | None = None) -> list[dict]:
+    """The group's rollout records, its task (snapshot, test patch, reward tests, environment and,
+    given the files it writes, a reference fix) on the first line."""
     lines = [{"group_id": group_id, "trajectory_id": tid, "reward": 1.0 if passed else 0.0,
               "patch": diff(files, scratch / tid)} for tid, (passed, files) in candidates.items()]
     lines[0]["task"] = {"id": group_id, "statement": "clamp(x, low, high) returns x unchanged: clamp it.",
                         "snapshot": snapshot, "test_patch": diff({"tests/test_clamp.py": TEST_CLAMP},
                                                                  scratch / "test_patch"),
                         "reward_tests": REWARD_TESTS, "environment": environment(python)}
+    if reference is not None:
+        lines[0]["task"]["reference_patch"] = diff(reference, scratch / "reference")
     return lines
 
 

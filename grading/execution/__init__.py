@@ -1,28 +1,47 @@
-"""The execution-evidence pass: each candidate's code run against the reward's tests, the
-codebase's existing tests and its peers' tests, in the sandbox, as a candidate x test
-matrix (docs/execution.md).
+"""The execution-evidence pass: each candidate's code run against the reward's tests, the whole
+files of the task's test patch, the codebase's existing tests and its peers' tests, in the
+sandbox, as a candidate x test matrix (docs/execution.md).
 
 `Environment.from_dict` reads a task's `environment`; `plan_runs` says what to run for a
 group (deduplicated by a cache key, capped by a `GroupBudget`); `run_planned` runs it
 through a sandbox, resumably, within the group's time; `Matrix.build` joins the plan to
-the outcomes, and `flaky`, `breaks_tests` and `tampers_with_tests` read verdicts from it. `CodebaseStore` gives
-a task's code, `task_execution` what else its task says about running it.
+the outcomes, and `flaky`, `breaks_tests`, `fails_reward_files` and `tampers_with_tests` read
+verdicts from it, the task's reference fix (the candidate `REFERENCE`) a control of them
+(`reference_control`). `CodebaseStore` gives a task's code, `task_execution` what else its
+task says about running it.
 """
 
 from grading.execution.codebases import Codebase, CodebaseStore, NoCodebase
 from grading.execution.environment import Environment
 from grading.execution.matrix import Matrix, MatrixRun, RunOutcome
-from grading.execution.plan import Candidate, GroupBudget, Plan, PlannedRun, Skipped, plan_runs, run_key
+from grading.execution.plan import (
+    REFERENCE,
+    Candidate,
+    GroupBudget,
+    Plan,
+    PlannedRun,
+    Skipped,
+    plan_runs,
+    run_key,
+)
 from grading.execution.reports import parse_pytest_summary
 from grading.execution.runner import run_planned
 from grading.execution.selection import PatchSplitError, named_after_touched_modules, split_patch
 from grading.execution.task import TaskExecution, task_execution
-from grading.execution.verdicts import breaks_tests, failing_for_every_passing, flaky, tampers_with_tests
+from grading.execution.verdicts import (
+    Control,
+    breaks_tests,
+    failing_for_every_passing,
+    fails_reward_files,
+    flaky,
+    reference_control,
+    tampers_with_tests,
+)
 
 __all__ = [
-    "Candidate", "Codebase", "CodebaseStore", "Environment", "GroupBudget", "Matrix", "MatrixRun",
-    "NoCodebase", "PatchSplitError", "Plan", "PlannedRun", "RunOutcome", "Skipped", "TaskExecution",
-    "breaks_tests", "failing_for_every_passing", "flaky", "named_after_touched_modules",
-    "parse_pytest_summary", "plan_runs", "run_key", "run_planned", "split_patch", "tampers_with_tests",
-    "task_execution",
+    "REFERENCE", "Candidate", "Codebase", "CodebaseStore", "Control", "Environment", "GroupBudget", "Matrix",
+    "MatrixRun", "NoCodebase", "PatchSplitError", "Plan", "PlannedRun", "RunOutcome", "Skipped", "TaskExecution",
+    "breaks_tests", "failing_for_every_passing", "fails_reward_files", "flaky", "named_after_touched_modules",
+    "parse_pytest_summary", "plan_runs", "reference_control", "run_key", "run_planned", "split_patch",
+    "tampers_with_tests", "task_execution",
 ]

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from grading.execution.plan import Plan, Skipped
+from grading.execution.plan import REFERENCE, Plan, Skipped
 
 PASS, FAIL, ERROR, TIMEOUT, REFUSED, MISSING = "pass", "fail", "error", "timeout", "refused", "missing"
 RUN_STATUSES = (PASS, FAIL, ERROR, TIMEOUT, REFUSED)
@@ -76,7 +76,8 @@ class MatrixRun:
 @dataclass(frozen=True)
 class Matrix:
     """`passed`: the reward's verdict per candidate; `runs`: the runs done; `skipped`:
-    those not done, with the reason."""
+    those not done, with the reason. The task's reference fix, when it ran as a control, is
+    the candidate `REFERENCE` of its runs and skips, never one of `passed`."""
 
     passed: Mapping[str, bool]
     runs: tuple[MatrixRun, ...]
@@ -102,6 +103,12 @@ class Matrix:
     @cached_property
     def _by_cell(self) -> dict[tuple[str, str], MatrixRun]:
         return {(candidate, run.suite): run for run in self.runs for candidate in run.candidates}
+
+    @cached_property
+    def reference(self) -> bool:
+        """Whether the task's reference fix was planned as a control (it ran, or its runs
+        were skipped with the reason)."""
+        return any(REFERENCE in entry.candidates for entry in (*self.runs, *self.skipped))
 
     def suites(self) -> list[str]:
         return list(dict.fromkeys(run.suite for run in self.runs))

@@ -1,4 +1,4 @@
-"""What to run for one group: each candidate's patch against three suites of tests.
+"""What to run for one group: each candidate's patch against four suites of tests.
 
 1. `reward`: the reward's own tests, on the candidate's patch with the task's test patch
    on top (the candidate's changes to the files the test patch touches are dropped first,
@@ -6,14 +6,20 @@
    configuration and its conftest.py files: the runner runs as the codebase has it). For
    every candidate, passing or not, so that a verdict that does not reproduce shows
    either way.
-2. `existing`: the codebase's tests of the modules the passing candidates touch, chosen by
+2. `reward_files`: every test of the files the test patch touches, whole files (the human
+   fix's own tests beside the reward's listed ones), on each passing candidate's patch as
+   the reward applies it.
+3. `existing`: the codebase's tests of the modules the passing candidates touch, chosen by
    a rule (`selection.named_after_touched_modules` by default) and capped by the budget, on each
    passing candidate's code part (its test changes left out, so that an edited test
    cannot hide what the code breaks).
-3. `peer:<author>`: the test files a candidate added or changed, on each passing
+4. `peer:<author>`: the test files a candidate added or changed, on each passing
    candidate's code part; identical test parts are one suite, named after their first
    author. The author runs its own tests too: the majority that `verdicts.breaks_tests`
    counts needs every passing candidate's answer.
+
+The task's reference fix, when it has one, runs `reward` and `reward_files` too, as a control:
+under the candidate id `REFERENCE`, out of `Plan.passed`, so that no grader ranks it.
 
 A run's key is a digest of the codebase, the applied patch, the selected tests and the
 environment: two candidates with the same change share one run, and a run done once
@@ -41,8 +47,12 @@ from grading.execution.selection import (
     without_files,
 )
 
-REWARD, EXISTING, PEER = "reward", "existing", "peer"
+REWARD, REWARD_FILES, EXISTING, PEER = "reward", "reward_files", "existing", "peer"
 EVERY_SUITE = "*"
+# The task's reference fix, run as a control beside the candidates. A trajectory id holds no
+# control character (the rollout format refuses them, grading/jsonl.py), so no trajectory is
+# ever this one; `plan_runs` refuses a candidate that claims it all the same.
+REFERENCE = "\x1freference"
 
 ExistingTestsRule = Callable[[Sequence[str], Sequence[str]], list[str]]
 
@@ -76,8 +86,9 @@ class GroupBudget:
 @dataclass(frozen=True)
 class PlannedRun:
     """One run: `patch` applied to the codebase, then the test command on `tests`.
-    `suite` is `reward`, `existing` or `peer:<author>`; `candidates` are those the run
-    speaks for (the same applied patch); `key` identifies its outcome in any cache."""
+    `suite` is `reward`, `reward_files`, `existing` or `peer:<author>`; `candidates` are those
+    the run speaks for (the same applied patch; `REFERENCE` for the task's reference fix);
+    `key` identifies its outcome in any cache."""
 
     key: str
     suite: str
@@ -106,7 +117,7 @@ class Skipped:
 class Plan:
     runs: tuple[PlannedRun, ...]
     skipped: tuple[Skipped, ...]
-    passed: Mapping[str, bool]  # the reward's verdict, per candidate
+    passed: Mapping[str, bool]  # the reward's verdict, per candidate: never the reference fix
 
 
 def run_key(codebase_id: str, patch: str, tests: Sequence[str], environment: Environment) -> str:
@@ -118,20 +129,26 @@ def run_key(codebase_id: str, patch: str, tests: Sequence[str], environment: Env
 
 def plan_runs(candidates: Sequence[Candidate], *, codebase_id: str,
               codebase_files: Sequence[str], environment: Environment,
-              reward_tests: Sequence[str], test_patch: str = "",
+              reward_tests: Sequence[str], test_patch: str = "", reference_patch: str | None = None,
               existing_tests_rule: ExistingTestsRule = named_after_touched_modules,
               budget: GroupBudget = GroupBudget()) -> Plan:
-    """The runs of one group, best first: the passing candidates' reward runs, their
-    existing tests, their peer tests, then the failing candidates' reward runs.
+    """The runs of one group, best first: the passing candidates' reward runs, the
+    reference fix's reward and reward-files runs, the passing candidates' reward-files runs,
+    their existing tests, their peer tests, then the failing candidates' reward runs.
 
     `codebase_files` lists the codebase's files (for `existing_tests_rule`); no reward
-    runs without `reward_tests`. A candidate whose patch cannot be cut by file is
-    skipped whole. Raises ValueError for repeated candidate ids, PatchSplitError for a
+    runs without `reward_tests`, no reward-files runs without a test file in `test_patch`.
+    `reference_patch` is the task's own fix ("" or None: it has none). A candidate whose
+    patch cannot be cut by file is skipped whole, and so is such a reference fix. Raises
+    ValueError for repeated candidate ids or one that is `REFERENCE`, PatchSplitError for a
     test patch that cannot be cut by file."""
     ids = [c.id for c in candidates]
     if len(set(ids)) != len(ids):
         raise ValueError(f"candidate ids repeat: {sorted(i for i, n in Counter(ids).items() if n > 1)}")
+    if REFERENCE in ids:
+        raise ValueError(f"a candidate's id is {REFERENCE!r}, which names the task's reference fix")
     reset_paths = [f.path for f in file_patches(test_patch)]
+    reward_files = runnable_test_files(test_patch)
     skipped: list[Skipped] = []
     parts: dict[str, tuple[str, str]] = {}  # candidate -> (code part, test part)
     for c in candidates:
@@ -141,16 +158,32 @@ def plan_runs(candidates: Sequence[Candidate], *, codebase_id: str,
             skipped.append(Skipped(EVERY_SUITE, (c.id,), str(error)))
     passing = [c for c in candidates if c.passed and c.id in parts]
     failing = [c for c in candidates if not c.passed and c.id in parts]
+    reference: list[Candidate] = []  # the reference fix, run as the candidate REFERENCE
+    if reference_patch:
+        try:
+            split_patch(reference_patch)
+            reference = [Candidate(REFERENCE, reference_patch, True)]
+        except PatchSplitError as error:
+            skipped.append(Skipped(EVERY_SUITE, (REFERENCE,), f"the reference fix: {error}"))
     runs = _Runs(codebase_id, environment)
 
+    def as_the_reward_applies(c: Candidate) -> str:
+        return join_patches(without_files(c.patch, [*reset_paths, *machinery_paths(c.patch)]), test_patch)
+
     def add_reward_runs(group: list[Candidate]) -> None:
-        if not reward_tests:
-            return
-        for c in group:
-            patch = join_patches(without_files(c.patch, [*reset_paths, *machinery_paths(c.patch)]), test_patch)
-            runs.add(REWARD, c.id, patch, reward_tests)
+        if reward_tests:
+            for c in group:
+                runs.add(REWARD, c.id, as_the_reward_applies(c), reward_tests)
+
+    def add_reward_files_runs(group: list[Candidate]) -> None:
+        if reward_files:
+            for c in group:
+                runs.add(REWARD_FILES, c.id, as_the_reward_applies(c), reward_files)
 
     add_reward_runs(passing)
+    add_reward_runs(reference)
+    add_reward_files_runs(reference)
+    add_reward_files_runs(passing)
     touched = Counter(f.path for c in passing for f in file_patches(parts[c.id][0]))
     existing = existing_tests_rule(sorted(touched, key=lambda path: (-touched[path], path)),
                                    codebase_files)

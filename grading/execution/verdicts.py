@@ -4,13 +4,24 @@
   its reward tests fail, or it failed it and they pass. Runs that did not conclude
   (timeout, error, refused) confirm nothing and contradict nothing. A reward test that
   fails here for every passing candidate (two or more) says more of this machine than of
-  them (a test that needs the network, a missing package): it counts against none.
+  them (a test that needs the network, a missing package): it counts against none, and so
+  does one the reference fix fails here (`reference_control`).
 - `breaks_tests`: a passing candidate fails tests that more than half of the other
   passing candidates that ran them pass. The existing tests count, and the peer tests
   that the reward's and the existing runs did not already report (a peer who changed
   an existing test file runs that file's old tests again: those count once).
-- `tampers_with_tests`: a candidate's own runs (the reward's and the existing tests, which
-  apply no other candidate's change) found it changing how the tests run or report:
+- `fails_reward_files`: a passing candidate fails a test of the test patch's files that the
+  reward does not list (the human fix's own tests of the change), where the reference fix
+  passes it; without a reference fix to hold it to, where more than half of the other passing
+  candidates pass it, as `breaks_tests` counts. A reward test is the reward's and `flaky`'s,
+  and is not counted again here.
+- `reference_control`: what the task's reference fix, run as a control, makes of the reward's
+  suites. A test it does not pass here says something of this machine or its environment, not
+  of the candidates: it counts against none (in `flaky` and `fails_reward_files`). A reference
+  fix that fails its own reward tests makes the suite the machine's: no candidate is flagged by
+  the reward files. Its notes say so, or which suites ran without a control, for the page.
+- `tampers_with_tests`: a candidate's own runs (the reward's, the reward files' and the existing
+  tests, which apply no other candidate's change) found it changing how the tests run or report:
   pytest's report forged, its internals replaced, a plugin of its code, an exit status or
   summary pytest did not give (reports.read_referee). A peer run applies its author's
   tests too: what it finds is not the candidate's alone, and counts against none.
@@ -18,16 +29,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from grading.execution.matrix import ERROR, FAIL, MISSING, PASS, REFUSED, TIMEOUT, Matrix
-from grading.execution.plan import EXISTING, PEER, REWARD
+from grading.execution.plan import EVERY_SUITE, EXISTING, PEER, REFERENCE, REWARD, REWARD_FILES
 
 NOT_PASSED = (FAIL, ERROR, TIMEOUT, MISSING)
+CONCLUDED = (PASS, FAIL)
+MAX_NAMED = 5  # tests a note names; the rest are counted
 
 
 def flaky(matrix: Matrix) -> dict[str, str]:
-    """{candidate: why} for each candidate whose reward verdict does not reproduce."""
+    """{candidate: why} for each candidate whose reward verdict does not reproduce, reward
+    tests of this machine's (failing for every passing candidate, or for the reference fix)
+    left out."""
     found = {}
-    machines = failing_for_every_passing(matrix)
+    machines = failing_for_every_passing(matrix) | reference_control(matrix).excused
     for candidate, passed in matrix.passed.items():
         run = matrix.run_of(candidate, REWARD)
         if run is None or run.outcome.status not in (PASS, FAIL):
@@ -77,12 +94,112 @@ def breaks_tests(matrix: Matrix) -> dict[str, list[tuple[str, str]]]:
     return found
 
 
+@dataclass(frozen=True)
+class Control:
+    """What the task's reference fix, run as a control, makes of the reward's suites.
+
+    `bar`: the reward-file tests the reference fix passes, what a passing candidate is held
+    to (None: there is no control to hold it to, and the other passing candidates are);
+    `excused`: the reward and reward-file tests it ran and did not pass, which count against
+    no candidate; `machines`: it fails its own reward tests, so the suite is this machine's
+    and no candidate is flagged by the reward files; `notes`: what a reader is told of it."""
+
+    bar: frozenset[str] | None
+    excused: frozenset[str]
+    machines: bool
+    notes: tuple[str, ...]
+
+
+def reference_control(matrix: Matrix) -> Control:
+    """The reference fix's runs as a control of the `reward` and `reward_files` suites."""
+    suites = [suite for suite in (REWARD, REWARD_FILES) if _planned(matrix, suite)]
+    if not matrix.reference:
+        if not suites:
+            return Control(None, frozenset(), False, ())
+        return Control(None, frozenset(), False, (
+            f"no reference fix: the {' and '.join(suites)} suite{'s' if len(suites) > 1 else ''} ran without a "
+            "control" + ("; reward files compared with the other passing candidates only"
+                         if REWARD_FILES in suites else ""),))
+    notes, excused, machines, bar = [], set(), False, None
+    listed = _listed(matrix)
+    for suite in suites:
+        run = matrix.run_of(REFERENCE, suite)
+        if run is None or run.outcome.status not in CONCLUDED:
+            notes.append(f"the reference fix's {suite} run {_why_not_concluded(matrix, suite)}"
+                         + (": reward files compared with the other passing candidates only"
+                            if suite == REWARD_FILES else ""))
+            continue
+        failing = sorted(t for t, status in run.outcome.tests.items() if status != PASS)
+        excused.update(failing)
+        if suite == REWARD and run.outcome.status == FAIL:
+            machines = True
+            which = _named(failing) or "its run failed" + (f": {run.outcome.reason}" if run.outcome.reason else "")
+            notes.append(f"the reference fix fails its own reward tests here ({which}): the suite is this "
+                         "machine's, not the candidates'; no candidate is flagged by the reward files")
+        elif suite == REWARD_FILES:
+            bar = frozenset(t for t, status in run.outcome.tests.items() if status == PASS)
+            unlisted = [t for t in failing if t not in listed]  # the listed ones are the reward's, said above
+            if unlisted:
+                notes.append(f"the reference fix fails {len(unlisted)} test(s) of the reward files here "
+                             f"({_named(unlisted)}): they count against no candidate")
+    return Control(bar, frozenset(excused), machines, tuple(notes))
+
+
+def fails_reward_files(matrix: Matrix) -> dict[str, list[str]]:
+    """{passing candidate: [test, ...]}: the tests of the test patch's files, beyond the
+    reward's own, that it does not pass and the reference fix passes (without a control, that
+    more than half of the other passing candidates that ran them pass)."""
+    control = reference_control(matrix)
+    if control.machines:
+        return {}
+    passing = [c for c, passed in matrix.passed.items() if passed]
+    listed = _listed(matrix)
+    found: dict[str, list[str]] = {}
+    for test in matrix.tests(REWARD_FILES):
+        if test in listed or test in control.excused:
+            continue
+        status = {c: matrix.status(c, REWARD_FILES, test) for c in passing}
+        for candidate in passing:
+            if status[candidate] not in NOT_PASSED:
+                continue
+            if control.bar is not None:
+                held = test in control.bar
+            else:
+                others = [s for c, s in status.items() if c != candidate and s is not None and s != REFUSED]
+                held = bool(others) and others.count(PASS) > len(others) / 2
+            if held:
+                found.setdefault(candidate, []).append(test)
+    return found
+
+
+def _listed(matrix: Matrix) -> set[str]:
+    """The reward's tests: those its runs were given and those they reported."""
+    return set(matrix.tests(REWARD)) | {t for run in matrix.runs if run.suite == REWARD for t in run.tests}
+
+
+def _planned(matrix: Matrix, suite: str) -> bool:
+    return any(run.suite == suite for run in matrix.runs) or any(s.suite == suite for s in matrix.skipped)
+
+
+def _why_not_concluded(matrix: Matrix, suite: str) -> str:
+    run = matrix.run_of(REFERENCE, suite)
+    if run is not None:
+        return f"ended {run.outcome.status}" + (f" ({run.outcome.reason})" if run.outcome.reason else "")
+    skip = next((s for s in matrix.skipped if REFERENCE in s.candidates and s.suite in (suite, EVERY_SUITE)), None)
+    return f"was skipped: {skip.reason}" if skip else "did not run"
+
+
+def _named(tests: list[str]) -> str:
+    more = len(tests) - MAX_NAMED
+    return ", ".join(tests[:MAX_NAMED]) + (f" and {more} more" if more > 0 else "")
+
+
 def tampers_with_tests(matrix: Matrix) -> dict[str, list[str]]:
     """{candidate: ["suite: what", ...]} for each candidate whose own runs found it tampering
     with the test runner, each finding once."""
     found: dict[str, list[str]] = {}
     for candidate in matrix.passed:
-        for suite in (REWARD, EXISTING):
+        for suite in (REWARD, REWARD_FILES, EXISTING):
             run = matrix.run_of(candidate, suite)
             if run is not None and run.outcome.tampering:
                 found.setdefault(candidate, []).extend(f"{suite}: {what}" for what in run.outcome.tampering)

@@ -19,12 +19,14 @@ counting each would let one agent outvote the rest. Two markers read what a fix 
 whitespace or tests, or nothing) ranks below every fix with one, and deleting a return,
 raise, yield or call that the hunk does not write again costs ``WEIGHTS["removed_behaviour"]``.
 Execution evidence, when the group has it (grading/execution): a fix that fails tests most
-of the other passing fixes pass (``breaks_tests``), or whose reward tests fail when run
-again (``not_reproduced``: a lucky pass, a flaky test), ranks below every fix without such
-a failure, the failing tests named in its rationale. A fix that tampers with the test machinery
-(``tampers_with_tests``: its patch configures the test runner or reaches into it, or its own runs
-found pytest's report forged, its internals replaced, a plugin of its code, a summary or exit status
-pytest did not give) ranks below every fix that does not, what it did named in its rationale.
+of the other passing fixes pass (``breaks_tests``), that fails tests of the test patch's
+files beyond the reward's listed ones which the reference fix passes (``fails_reward_files``),
+or whose reward tests fail when run again (``not_reproduced``: a lucky pass, a flaky test),
+ranks below every fix without such a failure, the failing tests named in its rationale. A fix
+that tampers with the test machinery (``tampers_with_tests``: its patch configures the test
+runner or reaches into it, or its own runs found pytest's report forged, its internals
+replaced, a plugin of its code, a summary or exit status pytest did not give) ranks below
+every fix that does not, what it did named in its rationale.
 The rationale lists the features that cost the most, with the files behind them, so a
 reader can check every step; ``explain`` gives every term of every
 penalty, recomputed from the same inputs (the grading's page shows it: the
@@ -60,7 +62,13 @@ from grading.diffs import (
     unique_files,
 )
 from grading.effects import no_effect, removed_behaviour
-from grading.execution.verdicts import breaks_tests, flaky, tampers_with_tests
+from grading.execution.verdicts import (
+    breaks_tests,
+    fails_reward_files,
+    flaky,
+    reference_control,
+    tampers_with_tests,
+)
 from grading.graders.base import Grader
 
 # Penalty points per feature. Changing one changes the grader's version.
@@ -84,6 +92,7 @@ WEIGHTS: Mapping[str, float] = {
     # over the largest penalty of a passing fix without an execution failure:
     "breaks_tests": 3.0,     # fails tests (existing, or a peer's) that most other passing fixes pass
     "not_reproduced": 3.0,   # the reward's tests fail when run again in the sandbox
+    "fails_reward_files": 3.0,  # fails tests of the test patch's files (not the reward's) the reference fix passes
     # over the largest penalty of a passing fix that does not tamper, execution failures included:
     "tampers_with_tests": 4.0,  # configures or reaches into the test runner, or its runs caught it at it
 }
@@ -130,6 +139,10 @@ class Features:
     # ("suite: test"), and why its reward verdict did not reproduce
     broken_tests: list[str] = field(default_factory=list)
     not_reproduced: str | None = None
+    # the tests of the test patch's files, beyond the reward's, that it fails, and what they
+    # pass by: "the reference fix passes", or without one "most other passing fixes pass"
+    reward_files_failed: list[str] = field(default_factory=list)
+    reward_files_bar: str = ""
     # how it changes the way the tests run or report: from its patch ("path:line `code`",
     # "path configures the test runner"), then from its runs ("suite: what")
     tampering: list[str] = field(default_factory=list)
@@ -506,13 +519,18 @@ def _rank_no_effect_last(features: Mapping[str, Features], terms: dict[str, list
 
 
 def _execution(features: Mapping[str, Features], group: GroupCase) -> None:
-    """Fill in `broken_tests` and `not_reproduced` from the group's matrix, and put first in
-    `tampering` what its runs found."""
+    """Fill in `broken_tests`, `reward_files_failed` and `not_reproduced` from the group's
+    matrix, and put first in `tampering` what its runs found."""
     broken = breaks_tests(group.execution)
     unreproduced = flaky(group.execution)
     tampered = tampers_with_tests(group.execution)
+    reward_files = fails_reward_files(group.execution)
+    bar = ("most other passing fixes pass" if reference_control(group.execution).bar is None
+           else "the reference fix passes")
     for tid, f in features.items():
         f.broken_tests = [f"{suite}: {test}" for suite, test in broken.get(tid, ())]
+        f.reward_files_failed = reward_files.get(tid, [])
+        f.reward_files_bar = bar
         f.not_reproduced = unreproduced.get(tid)
         f.tampering = tampered.get(tid, []) + f.tampering  # what was seen before what is read
 
@@ -520,7 +538,7 @@ def _execution(features: Mapping[str, Features], group: GroupCase) -> None:
 def _rank_execution_failures_last(features: Mapping[str, Features], terms: dict[str, list[Term]]) -> None:
     """Give each fix the execution evidence caught a term of its weight above the largest penalty
     of a fix it did not catch, as `_rank_no_effect_last` does: caught fixes rank below the rest."""
-    caught = {tid for tid, f in features.items() if f.broken_tests or f.not_reproduced}
+    caught = {tid for tid, f in features.items() if f.broken_tests or f.reward_files_failed or f.not_reproduced}
     worst = max((sum(t.points for t in terms[tid]) for tid in features if tid not in caught), default=0.0)
     for tid in caught:
         f = features[tid]
@@ -528,6 +546,11 @@ def _rank_execution_failures_last(features: Mapping[str, Features], terms: dict[
             terms[tid].append(Term("breaks_tests", WEIGHTS["breaks_tests"] + worst,
                                    f"fails {len(f.broken_tests)} test(s) that most other passing fixes pass: "
                                    f"{_names(f.broken_tests)}", ("breaks_tests",)))
+        if f.reward_files_failed:
+            terms[tid].append(Term("fails_reward_files", WEIGHTS["fails_reward_files"] + worst,
+                                   f"fails {len(f.reward_files_failed)} test(s) of the test patch's files, beyond "
+                                   f"the reward's, that {f.reward_files_bar}: {_names(f.reward_files_failed)}",
+                                   ("fails_reward_files",)))
         if f.not_reproduced:
             terms[tid].append(Term("not_reproduced", WEIGHTS["not_reproduced"] + worst,
                                    f"not reproduced: {f.not_reproduced}", ("other",)))

@@ -198,8 +198,9 @@ def test_five_identical_candidates_make_one_run_of_each_kind():
 
 def test_the_reward_runs_the_test_patch_over_the_candidates_own_version_of_its_files():
     test_patch = edit("tests/test_ops.py", "Y = 1", "Y = 9")
-    reward, existing, peer = plan([Candidate("a", CODE + TEST_EDIT, True)], test_patch=test_patch).runs
-    assert reward.patch == CODE + test_patch
+    reward, reward_files, existing, peer = plan([Candidate("a", CODE + TEST_EDIT, True)], test_patch=test_patch).runs
+    assert reward.patch == reward_files.patch == CODE + test_patch
+    assert (reward.tests, reward_files.tests) == (("tests/test_ops.py::test_x",), ("tests/test_ops.py",))
     assert existing.patch == CODE
     assert peer.patch == CODE + TEST_EDIT
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from grading.actions import action_schema
 from grading.cases import GroupCase, TrajectoryCase
-from grading.execution import Matrix
+from grading.execution import REFERENCE, Matrix
 from grading.graders.agentic import schema_errors
 from grading.graders.heuristic import HeuristicGrader
 from grading.rankings import validate_ranking
@@ -89,3 +89,24 @@ def test_the_workspace_shows_the_matrix_by_label_never_by_id():
 def test_without_evidence_the_workspace_says_why():
     text = Workspace(replace(CASE, no_execution="no codebase store is configured"), seed=1).evidence_execution()
     assert text == "No execution evidence: no codebase store is configured."
+
+
+EDGE = "tests/test_x.py::test_edge"  # a test of the test patch's file that the reward does not list
+WITH_REFERENCE = replace(CASE, execution=Matrix.from_dict({**MATRIX.to_dict(), "runs": [
+    *MATRIX.to_dict()["runs"],
+    run("reward", [REFERENCE], "pass", {X: "pass"}),
+    run("reward_files", [REFERENCE, "lean_breaks", "unreproduced"], "pass", {X: "pass", EDGE: "pass"}),
+    run("reward_files", ["good", "also_good"], "fail", {X: "pass", EDGE: "fail"})]}))
+
+
+def test_the_workspace_shows_the_reference_fix_as_the_control_and_what_fails_the_test_patchs_files():
+    workspace = Workspace(WITH_REFERENCE, seed=3)
+    text = workspace.run({"tool": "evidence_execution"})
+    good, also_good = workspace.label_of("good"), workspace.label_of("also_good")
+    assert "the reference fix (the control, not ranked): reward 1/1 pass; reward_files 2/2 pass" in text
+    # Held to the reference: two of four passing candidates fail the edge, both are named.
+    assert (f"Fails tests of the test patch's files, beyond the reward's, that the reference fix passes: "
+            f"{min(good, also_good)} ({EDGE}); {max(good, also_good)} ({EDGE})") in text
+    assert REFERENCE not in text and not any(tid in text for tid in ("lean_breaks", "good", "unreproduced"))
+    integrity = workspace.run({"tool": "evidence_integrity"})
+    assert f"of the test patch's files, beyond the reward's, that the reference fix passes: {EDGE}" in integrity

@@ -27,7 +27,7 @@ from grading.execution import (
 )
 from grading.sandbox import BwrapSandbox, SandboxConfig, SandboxConfigError, check_backend
 from grading.sandbox.bwrap import SYSTEM_PATHS
-from tests.evidencedata import OPS, TEST_CLAMP, TEST_OPS, git, write
+from tests.evidencedata import INSIDE_TEST, OPS, TEST_CLAMP, TEST_OPS, git, write
 from tests.evidencedata import environment as evidence_environment
 
 CLAMP_FIX = ("    return x\n", "    return max(low, min(x, high))\n")
@@ -155,11 +155,14 @@ def test_the_plan_runs_each_distinct_change_once_per_suite(plan):
     assert [(run.suite, run.candidates) for run in plan.runs] == [
         ("reward", ("good", "good_copy")), ("reward", ("also_good",)), ("reward", ("breaks",)),
         ("reward", ("no_effect",)),
+        ("reward_files", ("good", "good_copy")), ("reward_files", ("also_good",)), ("reward_files", ("breaks",)),
+        ("reward_files", ("no_effect",)),
         ("existing", ("good", "good_copy")), ("existing", ("also_good",)), ("existing", ("breaks",)),
         ("existing", ("no_effect",)),
         ("peer:good", ("good", "good_copy")), ("peer:good", ("also_good",)), ("peer:good", ("breaks",)),
         ("peer:good", ("no_effect",)),
         ("reward", ("hostile",))]
+    assert {run.tests for run in plan.runs if run.suite == "reward_files"} == {("tests/test_clamp.py",)}
     assert {run.tests for run in plan.runs if run.suite == "existing"} == {("tests/test_ops.py",)}
     assert {run.tests for run in plan.runs if run.suite == "peer:good"} == {("tests/test_ops.py",)}
 
@@ -178,6 +181,12 @@ def test_the_matrix_holds_each_candidates_status_on_each_test(executed):
     ops = "tests/test_ops.py::"
     low, high = REWARD_TESTS
     expected = {}
+    for c in ("good", "good_copy", "also_good", "breaks"):
+        expected |= {(c, "reward_files", low): "pass", (c, "reward_files", high): "pass",
+                     (c, "reward_files", INSIDE_TEST): "pass"}
+    # The comment leaves clamp returning x: right inside the bounds, wrong at them.
+    expected |= {("no_effect", "reward_files", low): "fail", ("no_effect", "reward_files", high): "fail",
+                 ("no_effect", "reward_files", INSIDE_TEST): "pass"}
     for c in ("good", "good_copy", "also_good"):
         expected |= {(c, "reward", low): "pass", (c, "reward", high): "pass",
                      (c, "existing", ops + "test_add"): "pass", (c, "existing", ops + "test_sub"): "pass",
@@ -194,7 +203,7 @@ def test_the_matrix_holds_each_candidates_status_on_each_test(executed):
                  ("no_effect", "peer:good", ops + "test_sub"): "pass",
                  ("no_effect", "peer:good", ops + "test_sub_negative"): "pass"}
     expected |= {("hostile", "reward", low): "refused", ("hostile", "reward", high): "refused"}
-    expected |= {("hostile", suite, test): None for suite in ("existing", "peer:good")
+    expected |= {("hostile", suite, test): None for suite in ("reward_files", "existing", "peer:good")
                  for test in matrix.tests(suite)}
     assert table == expected
 
@@ -270,7 +279,7 @@ def test_the_groups_time_stops_a_run_midway_and_skips_the_rest_saying_why(
     assert time.monotonic() - started < 10  # killed midway: the command alone sleeps 10 s
     assert results == []
     assert [s.reason for s in skipped] == (["the group's time (1 s) ran out during the run"]
-                                           + ["the group's time (1 s) ran out before it started"] * 12)
+                                           + ["the group's time (1 s) ran out before it started"] * 16)
     assert [(s.suite, s.candidates) for s in skipped] == [(run.suite, run.candidates) for run in plan.runs]
 
 

@@ -1,22 +1,48 @@
 """Reads of a group's execution evidence, for its page: the matrix as a table of tests by
-candidate, the verdicts, and one run's log and the command that runs it again."""
+candidate (the task's reference fix first, set apart: the control, never ranked), the verdicts,
+and one run's log and the command that runs it again."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from grading.execution import Matrix, MatrixRun, breaks_tests, flaky, tampers_with_tests
+from grading.execution import (
+    REFERENCE,
+    Matrix,
+    MatrixRun,
+    breaks_tests,
+    fails_reward_files,
+    flaky,
+    reference_control,
+    tampers_with_tests,
+)
 from webapp.cases import EVIDENCE_COLUMNS, evidence_of
 from webapp.models import Group, GroupEvidence
 
 MAX_ROWS = 300  # tests shown; the rest are counted
 MAX_CANDIDATES = 60  # columns shown
+REFERENCE_NAME = "reference fix"  # how the page names the candidate REFERENCE
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the matrix: a candidate by its trajectory id and the reward's verdict, or the
+    task's reference fix (`reference`), which ran as the control."""
+
+    tid: str
+    passed: bool
+    reference: bool = False
+
+    @property
+    def name(self) -> str:
+        return REFERENCE_NAME if self.reference else self.tid
 
 
 @dataclass(frozen=True)
 class Cell:
     status: str  # pass, fail, error, timeout, missing, refused; "" where the candidate has no run
     key: str  # the run's key ("" for none): its log and command
+    reference: bool = False  # the reference fix's cell, set apart
 
 
 @dataclass(frozen=True)
@@ -32,11 +58,16 @@ class Panel:
 
     status: str  # a GroupEvidence status, or "" when the group has had no pass
     reason: str
-    candidates: list[tuple[str, bool]] = field(default_factory=list)  # (trajectory id, the reward's verdict)
+    columns: list[Column] = field(default_factory=list)  # the reference fix's first, when it ran
+    candidates: int = 0  # the candidates' columns among them
+    reference: bool = False  # the reference fix ran: its column is the first
     rows: list[Row] = field(default_factory=list)
     more_rows: int = 0
     more_candidates: int = 0
     breaks: list[tuple[str, list[str]]] = field(default_factory=list)  # (trajectory id, "suite: test" ...)
+    reward_files: list[tuple[str, list[str]]] = field(default_factory=list)  # (trajectory id, tests)
+    reward_files_bar: str = ""  # what those tests pass by: the reference fix, or most other candidates
+    control: list[str] = field(default_factory=list)  # what the reference fix's runs say of the suites
     flaky: list[tuple[str, str]] = field(default_factory=list)
     tampering: list[tuple[str, list[str]]] = field(default_factory=list)  # (trajectory id, what its runs saw)
     skipped: list[str] = field(default_factory=list)
@@ -65,22 +96,37 @@ def evidence_panel(group: Group, *, whole: bool = False) -> Panel:
     most_candidates, most_rows = (None, None) if whole else (MAX_CANDIDATES, MAX_ROWS)
     panel.more_candidates = len(ran[most_candidates:]) if most_candidates else 0
     ran = ran[:most_candidates]
-    panel.candidates = [(tid, matrix.passed[tid]) for tid in ran]
+    panel.candidates = len(ran)
+    panel.columns = [Column(tid, matrix.passed[tid]) for tid in ran]
+    if any(matrix.run_of(REFERENCE, suite) for suite in matrix.suites()):
+        panel.reference = True
+        panel.columns.insert(0, Column(REFERENCE, True, reference=True))
+        ran.insert(0, REFERENCE)
     everything = [(suite, test) for suite in matrix.suites() for test in matrix.tests(suite)]
     panel.more_rows = len(everything[most_rows:]) if most_rows else 0
     for suite, test in everything[:most_rows]:
         cells = []
         for tid in ran:
             run = matrix.run_of(tid, suite)
-            cells.append(Cell(matrix.status(tid, suite, test) or "", run.key if run else ""))
+            cells.append(Cell(matrix.status(tid, suite, test) or "", run.key if run else "", tid == REFERENCE))
         panel.rows.append(Row(suite, test, cells))
     panel.breaks = [(tid, [f"{suite}: {test}" for suite, test in cells])
                     for tid, cells in sorted(breaks_tests(matrix).items())]
+    control = reference_control(matrix)
+    panel.control = list(control.notes)
+    panel.reward_files = sorted(fails_reward_files(matrix).items())
+    panel.reward_files_bar = ("the reference fix passes" if control.bar is not None
+                              else "most other passing candidates pass")
     panel.flaky = sorted(flaky(matrix).items())
     panel.tampering = sorted(tampers_with_tests(matrix).items())
-    panel.skipped = [f"{s.suite} for {', '.join(s.candidates[:5])}{' ...' if len(s.candidates) > 5 else ''}: "
-                     f"{s.reason}" for s in matrix.skipped]
+    panel.skipped = [f"{s.suite} for {', '.join(named(c) for c in s.candidates[:5])}"
+                     f"{' ...' if len(s.candidates) > 5 else ''}: {s.reason}" for s in matrix.skipped]
     return panel
+
+
+def named(tid: str) -> str:
+    """A candidate as the page names it: its trajectory id, or the reference fix."""
+    return REFERENCE_NAME if tid == REFERENCE else tid
 
 
 def evidence_run(panel: Panel, key: str) -> MatrixRun | None:

@@ -1,8 +1,9 @@
 """Execution evidence: launched with a grading, gathered in a worker, stored per group.
 
 Before a group whose task names a codebase is graded, a worker runs its candidates' code
-against the reward's tests, the codebase's existing tests and the tests the candidates
-wrote, in the sandbox (docs/execution.md, grading/execution/). What comes of it, the
+against the reward's tests, the whole files of the task's test patch, the codebase's existing
+tests and the tests the candidates wrote, in the sandbox, with the task's reference fix run as a
+control of the first two (docs/execution.md, grading/execution/). What comes of it, the
 candidate x test matrix and the verdicts read from it (`breaks_tests`, `flaky`), is stored
 on the group (GroupEvidence), and every run's outcome by its key (EvidenceRun): another
 group, or this one after its worker was lost, never runs it again.
@@ -316,9 +317,11 @@ def _gather(group_id: int, mine) -> dict:
     budget = GroupBudget(existing_test_files=int(work.setting("evidence", "EXISTING_FILES")),
                          runs=int(work.setting("evidence", "RUNS")),
                          seconds=float(work.setting("evidence", "SECONDS")))
+    reference_patch = Group.objects.values_list("reference_patch", flat=True).get(pk=group_id)
     plan = plan_runs([Candidate(tid, patch, passed) for tid, patch, passed, _ in rows],
                      codebase_id=codebase.id, codebase_files=codebase.files, environment=execution.environment,
-                     reward_tests=execution.reward_tests, test_patch=execution.test_patch, budget=budget)
+                     reward_tests=execution.reward_tests, test_patch=execution.test_patch,
+                     reference_patch=reference_patch, budget=budget)
     keys = {run.key for run in plan.runs}
     outcomes = {key: RunOutcome.from_dict(outcome)
                 for key, outcome in EvidenceRun.objects.filter(key__in=keys).values_list("key", "outcome")}

@@ -23,4 +23,5 @@ def evidence(request, pk):
             raise Http404("no such run in this group's evidence")
     return render(request, "evidence/evidence.html", {
         "group": group, "batch": group.batch, "evidence": panel, "run": run,
+        "run_for": [selectors.named(tid) for tid in run.candidates] if run else [],
         "tests": sorted(run.outcome.tests.items()) if run else []})

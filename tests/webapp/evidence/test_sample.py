@@ -6,6 +6,7 @@ reward are each caught, named, and ranked last; no correct candidate is flagged.
 import pytest
 from django.core.management import call_command
 
+from grading.execution import Matrix, fails_reward_files
 from tests import evidencedata
 from webapp.evidence.services import evidence_launch, evidence_process
 from webapp.grading.services import grading_launch, gradings_release
@@ -44,8 +45,12 @@ def test_each_planted_lucky_pass_is_caught_named_and_ranked_last_and_no_correct_
     assert ["existing", "tests/test_parsing.py::test_parse_amount[EUR 12.50-expected3]"] in caught["r3"]
     assert ["peer:r2", "tests/test_parsing.py::test_parse_amount_with_code_and_separators"] in caught["r3"]
     grading = graded["invoicekit-101"]
-    assert grading.tiers[-1] == ["r3"] and grading.flags["r3"] == ["breaks_tests"]
+    # The test patch's file, run whole, holds that test too: the reference fix passes it, r3 does not.
+    assert grading.tiers[-1] == ["r3"] and grading.flags["r3"] == ["breaks_tests", "fails_reward_files"]
     assert "EUR 12.50" in grading.rationales["r3"]
+    assert fails_reward_files(Matrix.from_dict(evidence("invoicekit-101").matrix)) == {
+        "r3": ["tests/test_parsing.py::test_parse_amount[12.50 GBP-expected4]",
+               "tests/test_parsing.py::test_parse_amount[EUR 12.50-expected3]"]}
 
     # A patch with no effect, passed by a flaky evaluation: its reward tests fail when run again.
     assert evidence("invoicekit-102").flaky == {
