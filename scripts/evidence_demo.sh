@@ -1,6 +1,6 @@
 # The demo's execution evidence, sourced by scripts/demo.sh: Debian's bubblewrap (the sandbox)
-# and python3-pytest (the sample tasks' interpreter) installed when missing, the codebase store
-# set to sample/ (its snapshot `codebase`) before the worker starts; then `evidence_demo` imports
+# and python3-pytest (the sample tasks' interpreter) installed when missing, the instance's codebase
+# store set to sample/ (its snapshot `codebase`) before the worker starts; then `evidence_demo` imports
 # the evidence sample (sample/evidence.jsonl), grades it, the worker running each group's
 # candidates in the sandbox first, and prints what the evidence caught.
 bash scripts/sandbox.sh >/dev/null
@@ -8,7 +8,11 @@ if ! /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq python3-pytest >/dev/null
 fi
-export GAGAR_CODEBASES=${GAGAR_CODEBASES:-$PWD/sample}
+# The codebase store is the instance's (GAGAR_DATA_DIR/instance.env), not this shell's: the worker,
+# the web app and the README's commands run from any shell all read it.
+if ! grep -qs '^GAGAR_CODEBASES=' "$DATA_DIR/instance.env"; then
+    echo "GAGAR_CODEBASES=$PWD/sample" >> "$DATA_DIR/instance.env"
+fi
 
 evidence_demo() {
     local py=$1

@@ -40,6 +40,37 @@ if PRODUCTION and DEBUG:
     raise ImproperlyConfigured("DEBUG must be off in the production profile")
 DATA_DIR = Path(os.environ.get("GAGAR_DATA_DIR", BASE_DIR / "var")).resolve()
 DATA_DIR.mkdir(parents=True, exist_ok=True)
+# Read before the environment's settings below: names read above it (where the instance lies,
+# its profile) can only come from the environment.
+SET_BEFORE_THE_INSTANCE_FILE = ("GAGAR_DATA_DIR", "GAGAR_PROFILE")
+
+
+def instance_settings(path: Path) -> dict[str, str]:
+    """The GAGAR_* settings an instance keeps in `path` (DATA_DIR/instance.env, `NAME=value` lines,
+    `#` comments), so that every process of one instance (web app, workers, manage.py in any
+    shell) runs with them, not only the shell that exported them. ImproperlyConfigured names the
+    file, the line and what is wrong with it."""
+    if not path.exists():
+        return {}
+    found = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, equals, value = line.partition("=")
+        name = name.strip()
+        problem = ("not NAME=value" if not equals else
+                   f"{name!r} is not a GAGAR_ setting" if not name.startswith("GAGAR_") or not name.isidentifier() else
+                   f"{name} is read before this file: set it in the environment" if name in SET_BEFORE_THE_INSTANCE_FILE
+                   else "")
+        if problem:
+            raise ImproperlyConfigured(f"{path}:{number}: {problem}")
+        found[name] = value.strip()
+    return found
+
+
+# The environment wins over the instance's file: a variable set in both is the environment's.
+for _name, _value in instance_settings(DATA_DIR / "instance.env").items():
+    os.environ.setdefault(_name, _value)
 
 
 def kept_secret_key(data_dir: Path) -> str:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PRINT_SETTINGS = "from django.conf import settings; print(settings.DATA_DIR); print(settings.SECRET_KEY)"
 
@@ -80,3 +82,28 @@ def test_each_kind_of_background_work_reads_its_own_settings_and_refuses_bad_one
         done = manage("check", GAGAR_DATA_DIR=str(tmp_path), GAGAR_RENDER_TIME_LIMIT=value)
         assert done.returncode != 0 and "ImproperlyConfigured: GAGAR_RENDER_TIME_LIMIT=" in done.stderr
         assert reason in done.stderr
+
+
+PRINT_CODEBASES = "from django.conf import settings; print(settings.GAGAR_CODEBASES)"
+
+
+def test_every_process_of_an_instance_reads_its_instance_file_whatever_shell_launched_it(tmp_path):
+    # Regression: only the demo's shell exported GAGAR_CODEBASES, so grading from another shell
+    # skipped the execution evidence without a word.
+    (tmp_path / "instance.env").write_text("# the demo's codebase store\nGAGAR_CODEBASES=/srv/store\n")
+    plain = manage("shell", "-v", "0", "-c", PRINT_CODEBASES, GAGAR_DATA_DIR=str(tmp_path))
+    assert plain.returncode == 0 and plain.stdout.strip() == "/srv/store", plain.stderr
+    given = manage("shell", "-v", "0", "-c", PRINT_CODEBASES, GAGAR_DATA_DIR=str(tmp_path),
+                   GAGAR_CODEBASES="/elsewhere")
+    assert given.stdout.strip() == "/elsewhere"  # the environment wins
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("GAGAR_CODEBASES", "not NAME=value"),
+    ("SECRET_KEY=x", "'SECRET_KEY' is not a GAGAR_ setting"),
+    ("GAGAR_PROFILE=production", "GAGAR_PROFILE is read before this file: set it in the environment"),
+])
+def test_a_bad_line_of_the_instance_file_stops_start_up_naming_the_file_and_line(tmp_path, line, problem):
+    (tmp_path / "instance.env").write_text(f"GAGAR_SANDBOX=bwrap\n{line}\n")
+    done = manage("check", GAGAR_DATA_DIR=str(tmp_path))
+    assert done.returncode != 0 and f"{tmp_path / 'instance.env'}:2: {problem}" in done.stderr, done.stderr

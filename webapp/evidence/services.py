@@ -92,6 +92,14 @@ def evidence_enabled() -> bool:
     return bool(settings.GAGAR_CODEBASES)
 
 
+def evidence_off_reason() -> str:
+    """What a launch says when this instance gathers no evidence, "" when it does."""
+    if evidence_enabled():
+        return ""
+    return ("execution evidence is off on this instance (no GAGAR_CODEBASES in the environment or in "
+            "GAGAR_DATA_DIR/instance.env): the groups are graded without running their code")
+
+
 def evidence_launch(*, group_pks: Sequence[int]) -> work.Sending:
     """Queue the evidence pass of each of `group_pks` whose task names a codebase, unless it
     has one queued, running or done; one that failed or found none is queued again (the

@@ -36,7 +36,7 @@ from django.utils import timezone
 from grading.profiles import QUEUES, Profile, ProfileError, load_profiles
 from webapp import work
 from webapp.bulk import insert_rows
-from webapp.evidence.services import evidence_launch
+from webapp.evidence.services import evidence_launch, evidence_off_reason
 from webapp.grading import sql
 from webapp.jobs import GPU, GRADE_TASK
 from webapp.models import Batch, Grading, GradingRun, Group
@@ -96,6 +96,8 @@ class Launch:
     skipped: int
     active_run: GradingRun | None = None  # the latest run still grading skipped groups
     sending: work.Sending = field(default_factory=work.Sending)
+    # Why its groups are graded without running their code ("": the instance gathers evidence).
+    evidence_off: str = ""
 
     @property
     def broker_error(self) -> str:
@@ -149,7 +151,8 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
             transaction.on_commit(sql.analyze_gradings, robust=True)
         work.run_figures_stale(batch.pk)  # its groups are pending now
         return Launch(run=run, queued=len(ids), skipped=len(busy),
-                      sending=work.send_claimed_after_commit(GRADINGS, [(pk, run.queue) for pk in ids]))
+                      sending=work.send_claimed_after_commit(GRADINGS, [(pk, run.queue) for pk in ids]),
+                      evidence_off=evidence_off_reason())
 
 
 def gradings_release(*, group_pks: Sequence[int]) -> None:

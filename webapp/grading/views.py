@@ -57,6 +57,8 @@ def grading_launch_view(request, pk):
         notice = f"Nothing to grade: {launch.skipped} mixed groups are already graded."
     else:
         notice = f"Queued {launch.queued} groups for {launch.run.grader}" + _unsent(launch)
+        if launch.evidence_off:
+            notice += f" Note: {launch.evidence_off}."
     return _done(request, batch, notice)
 
 

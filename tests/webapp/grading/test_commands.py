@@ -24,6 +24,16 @@ def test_grade_queues_the_mixed_groups(sample_batch, capsys):
     assert f"run {run.pk}: {mixed} groups queued on 'cpu'" in capsys.readouterr().out
 
 
+def test_grade_says_when_the_instance_gathers_no_execution_evidence(sample_batch, capsys, settings):
+    settings.GAGAR_CODEBASES = ""
+    call_command("grade", batch="sample", grader="heuristic")
+    assert ("execution evidence is off on this instance (no GAGAR_CODEBASES in the environment or in "
+            "GAGAR_DATA_DIR/instance.env): the groups are graded without running their code") in capsys.readouterr().out
+    settings.GAGAR_CODEBASES = "/srv/store"
+    call_command("grade", batch="sample", grader="heuristic", regrade=True)
+    assert "execution evidence is off" not in capsys.readouterr().out
+
+
 def test_grade_says_when_there_is_nothing_to_grade(sample_batch, capsys):
     call_command("grade", batch="sample")
     call_command("grade", batch="sample")

@@ -64,6 +64,8 @@ class Command(BaseCommand):
                           + (f", {launch.skipped} skipped" if launch.skipped else ""))
         if launch.broker_error:
             self.stdout.write(f"not sent yet: {launch.broker_error}; the sweep sends them once it is back")
+        if launch.evidence_off:
+            self.stdout.write(launch.evidence_off)
         if wait:
             self._follow(launch.run, timeout)
 
