@@ -14,8 +14,10 @@ DEMO_ENV := DEBUG=1
 # after it (postgres_rest: pytest creates test_postgres_rest), so that suites can run side by side.
 PG_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 TEST_ENV := SECRET_KEY=test-only-secret-key
-# How many suites `make test` runs at once: all of them, as they mostly wait (see test).
-TEST_JOBS ?= $(words $(TEST_SUITES))
+# How many suites `make test` runs at once: five a core, as they mostly wait (on worker processes,
+# leases, a browser: see test), and no more than there are. Their waits give up after several
+# times what each names (tests/workers/conftest.py), so a loaded machine is slower, not red.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); s=$(words $(TEST_SUITES)); echo $$(( 5 * n < s ? 5 * n : s )))
 
 .PHONY: install install-test install-llm install-verl install-py313 demo test test-fast test-core test-sqlite \
 	test-postgres test-postgres-slow test-postgres-browser test-postgres-workers test-postgres-rest test-trainers \
