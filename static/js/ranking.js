@@ -99,6 +99,7 @@
 
   function apply(op, row) {
     if (op === "notes") { toggleNotes(row); return; }
+    if (op === "fail") { markNotPassing(row); return; }
     if (row.parentElement === out) { return; }
     var tid = row.dataset.tid;
     var tiers = readTiers();
@@ -249,6 +250,15 @@
     }
     changed();
     if (row.querySelector(".rk-override-box").checked) { row.querySelector(".rk-override-reason").focus(); }
+  }
+
+  // The row button for what the box under the notes does, offered on every passing row (an
+  // unranked one has no notes to open): the notes open at the reason the override requires.
+  function markNotPassing(row) {
+    var box = row.querySelector(".rk-override-box");
+    box.checked = row.dataset.tested === "pass";
+    row.querySelector("details").open = true;
+    overrideChanged(row);
   }
 
   form.addEventListener("change", function (event) {

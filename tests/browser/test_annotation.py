@@ -97,7 +97,7 @@ def test_an_annotator_reorders_ties_flags_and_saves(page, live_server, batch):
     screenshot(page, "annotation-01-editor")
 
     page.click("#rk-save")
-    expect(page.locator(".message")).to_have_text("Saved version 1.")
+    expect(page.locator(".message.success")).to_have_text("Saved version 1.")
     ready(page)
     annotation = Annotation.objects.get()
     assert annotation.tiers == [["t5", "t1"], ["t4"], ["t2"], ["t3"]]
@@ -139,7 +139,7 @@ def test_a_stale_save_from_a_second_browser_gets_the_conflict_page(browser, live
         row(anna, "t5").focus()
         anna.keyboard.press("Alt+ArrowUp")
         anna.click("#rk-save")
-        expect(anna.locator(".message")).to_have_text("Saved version 1.")
+        expect(anna.locator(".message.success")).to_have_text("Saved version 1.")
 
         drag(rita, "t4", "t1")
         assert ranked(rita) == ["t4", "t1", "t2", "=t3", "t5"]
@@ -152,7 +152,7 @@ def test_a_stale_save_from_a_second_browser_gets_the_conflict_page(browser, live
         assert Annotation.objects.count() == 1
 
         rita.click("#save-mine")
-        expect(rita.locator(".message")).to_have_text("Saved version 2.")
+        expect(rita.locator(".message.success")).to_have_text("Saved version 2.")
         rita.goto(f"{live_server.url}/batches/{batch.pk}/")
         rita.click("#annotation > summary")
         rita.check("#policy-blind")
@@ -253,4 +253,21 @@ def test_a_researcher_marks_a_pass_as_not_passing_and_the_advantages_follow(page
     saved = Annotation.objects.get()
     assert saved.verdicts == {"t1": {"passed": False, "reason": "special-cases the test's input instead of fixing f"}}
     assert saved.tiers == [["t2", "t3"], ["t4"], ["t5"]]
+    assert not page.watch.errors
+
+
+def test_an_unranked_row_is_marked_not_passing_by_its_own_button(page, live_server, batch):
+    make_user("anna", ANNOTATOR)
+    login(page, live_server, "anna", PASSWORD)
+    open_group(page, live_server, "task-2")  # not graded: every passing row starts unranked
+    assert ranked(page) == []
+    row(page, "t3").locator('[data-op="fail"]').click()
+    expect(page.locator('#rk-out .rk-item[data-tid="t3"]')).to_have_count(1)
+    expect(row(page, "t3").locator(".rk-override-reason")).to_be_focused()
+    row(page, "t3").locator(".rk-override-reason").fill("prints the expected output")
+    page.click('button[data-rk="all"]')
+    assert ranked(page) == ["t1", "t2", "t4", "t5"]
+    page.click("#rk-save")
+    expect(page.locator("#verdict-overrides")).to_contain_text("prints the expected output")
+    assert Annotation.objects.get().verdicts == {"t3": {"passed": False, "reason": "prints the expected output"}}
     assert not page.watch.errors

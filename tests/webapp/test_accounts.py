@@ -2,7 +2,9 @@
 production profile passes Django's deployment checks."""
 
 import os
+import re
 import secrets
+import shlex
 import subprocess
 import sys
 from io import StringIO
@@ -122,3 +124,13 @@ def test_add_user_refuses_a_password_the_validators_refuse_and_creates_nobody():
     assert not get_user_model().objects.filter(username="zoe").exists()
     call_command("add_user", "zoe", "--role", RESEARCHER, "--password", "a-long-passphrase", stdout=StringIO())
     assert get_user_model().objects.get(username="zoe").check_password("a-long-passphrase")
+
+
+def test_the_readme_says_how_to_add_annotators_and_auditors_and_its_commands_work():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    lines = re.findall(r"^\.venv/bin/python manage\.py (add_user .+)$", readme, re.M)
+    assert {line.split("--role ")[1].split()[0] for line in lines} == {"annotator", "auditor"}
+    for line in lines:
+        call_command(*shlex.split(line), verbosity=0)
+    assert {u.username: [g.name for g in u.groups.all()] for u in get_user_model().objects.all()} == {
+        "anna": ["annotator"], "otto": ["auditor"]}

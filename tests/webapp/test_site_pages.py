@@ -93,3 +93,25 @@ def test_a_head_request_answers_as_a_get_does_without_a_body(client, researcher)
     for name in ("index", "runs", "api_tokens"):
         head = client.head(reverse(name))
         assert head.status_code == 200 and head.content == b"", name
+
+
+@pytest.mark.parametrize("address, back", [("/batches/import/", "/"), ("/audit/items/7/verdict/", "/audit/items/7/")])
+def test_opening_a_forms_address_is_a_site_page_that_links_the_form(client, researcher, address, back):
+    client.force_login(researcher)
+    response = client.get(address)
+    html = response.content.decode()
+    assert response.status_code == 405 and response["Allow"] == "POST"
+    assert 'class="topbar"' in html and "This address takes a form, not a visit" in html
+    assert f'<a class="btn" href="{back}">Back to the page with the form</a>' in html
+
+
+def test_with_debug_on_a_404_is_the_site_page_not_djangos_list_of_urls(client, researcher, settings):
+    settings.DEBUG = True
+    client.force_login(researcher)
+    for address, says in [("/no/<b>such</b>/page", "There is no page at <code>/no/%3Cb%3Esuch%3C/b%3E/page</code>."),
+                          ("/batches/987654/", "No Batch matches the given query.")]:
+        response = client.get(address)
+        html = response.content.decode()
+        assert response.status_code == 404 and 'class="topbar"' in html and says in html, address
+        assert "URLconf" not in html and "<b>such" not in html
+    assert client.get("/audit").status_code == 301  # a missing slash is still added

@@ -97,6 +97,11 @@ class Editor:
     def complete(self) -> bool:
         return not self.pool
 
+    @property
+    def flag_keys(self) -> int:
+        """How many flags the keys 1-9 toggle (ranking.js): the first ones of the vocabulary."""
+        return min(9, len(self.flags_vocabulary))
+
 
 def build_editor(columns, start: Start, *, based_on_version: int, grading_id: int | None,
                  grader: FinalRanking | None, error: str = "") -> Editor:

@@ -32,6 +32,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from grading.rankings import FLAGS, InvalidRanking, validate_ranking
+from grading.sft import grader_text
 from webapp import work
 from webapp.annotation.selectors import held_lease, queue_groups
 from webapp.models import Annotation, AnnotationPolicy, Batch, Grading, Group, Lease, Trajectory
@@ -100,6 +101,16 @@ def ranking_save(*, group: Group, user, tiers: Sequence[Sequence[str]], flags: M
     return _insert(group=group, user=user, independent=policy.independent, based_on_version=based_on_version,
                    kind=Annotation.Kind.RANKING, tiers=[list(t) for t in tiers], flags=flags,
                    rationales=rationales, group_rationale=group_rationale, grading=grading, verdicts=verdicts)
+
+
+def sft_unexportable(annotation: Annotation) -> list[str]:
+    """The ranked trajectories that keep `annotation` out of the grader-SFT export: the grader
+    must give a rationale for each one the tests pass (docs/grader-sft.md), so an export leaves
+    the group out while any of them has none (or only text the grader's alphabet drops)."""
+    tested = dict(Trajectory.objects.filter(group_id=annotation.group_id).values_list("trajectory_id", "passed"))
+    # one the tests fail but a human passed is left out of the answer: it needs none
+    return [tid for tier in annotation.tiers or () for tid in tier
+            if tested.get(tid) and not grader_text(annotation.rationales.get(tid, ""))]
 
 
 def ranking_revert(*, group: Group, user, to_version: int, based_on_version: int) -> Annotation:

@@ -34,6 +34,7 @@ from webapp.annotation.services import (
     lease_release,
     ranking_revert,
     ranking_save,
+    sft_unexportable,
 )
 from webapp.grouppage import group_for_page, render_group_page
 from webapp.models import Annotation, AnnotationPolicy, Batch, Group, Trajectory
@@ -67,6 +68,10 @@ def ranking_save_view(request, pk):
     except AnnotationError as error:
         return render_group_page(request, group, submitted=data, error=str(error), status=400)
     messages.success(request, f"Saved version {annotation.version}.")
+    missing = sft_unexportable(annotation)
+    if missing:
+        messages.warning(request, f"The grader-SFT export will leave this group out: no rationale for "
+                                  f"{', '.join(missing)}. Write one under ✎ for every ranked trajectory.")
     back = request.POST.get("next", "")  # the page the editor was on, when not the group page (the auditor's)
     if back.startswith("/") and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
         return redirect(back)

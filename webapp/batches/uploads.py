@@ -154,6 +154,21 @@ def _unpacked_runs(file_format: str, archives: list[Path], reports: list[Path], 
     return runs
 
 
+def in_the_forms_words(errors: list[str], labels: dict[str, str]) -> list[str]:
+    """`errors` as the batches page's form says them: the import service names its inputs by
+    the command's options (`--batch: batch: ...`, "import with --append"); the form's user
+    knows them by `labels`, {form field: label}."""
+    words = {"--batch: batch: ": f"{labels['name']}: ", "--from: format: ": f"{labels['file_format']}: ",
+             "--report: report: ": f"{labels['reports']}: ", "--tasks: tasks: ": f"{labels['tasks']}: ",
+             "import with --append (API: append=true)": f"tick “{labels['append']}”"}
+    lines = []
+    for line in errors:
+        for command, form in words.items():
+            line = line.replace(command, form)
+        lines.append(line)
+    return lines
+
+
 def import_summary(result: ImportResult) -> list[str]:
     """What an import did, a line each: counts, then what was skipped and how files were read."""
     batch = result.batch

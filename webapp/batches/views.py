@@ -9,7 +9,14 @@ from django.views.decorators.vary import vary_on_headers
 
 from webapp.batches import selectors
 from webapp.batches.forms import SORT_LABELS, GroupFilterForm, ImportForm
-from webapp.batches.uploads import ImportFailed, UploadTooLarge, batch_import_uploaded, import_summary, limit_upload
+from webapp.batches.uploads import (
+    ImportFailed,
+    UploadTooLarge,
+    batch_import_uploaded,
+    import_summary,
+    in_the_forms_words,
+    limit_upload,
+)
 from webapp.models import Batch
 from webapp.rankings import Viewer
 from webapp.roles import RESEARCHER, has_role, may_annotate, may_export, reader_required, role_required
@@ -29,8 +36,11 @@ def index(request):
 
 
 def _index(request, import_form, import_errors=(), status=200):
+    # a refused import comes back at the top of the page, not below however many batches
+    refused = bool(import_errors) or (import_form is not None and bool(import_form.errors))
     return render(request, "batches/index.html", {
         "batches": selectors.batches_overview(), "import_form": import_form, "import_errors": import_errors,
+        "import_first": refused,
     }, status=status)
 
 
@@ -59,7 +69,8 @@ def _import_files(request):
             uploads={role: data[role] for role in ("paths", "reports", "tasks")}, file_format=data["file_format"],
             batch_name=data["name"], user=request.user, append=data["append"])
     except ImportFailed as failure:
-        return _index(request, form, failure.errors, status=400)
+        labels = {name: str(field.label) for name, field in form.fields.items()}
+        return _index(request, form, in_the_forms_words(failure.errors, labels), status=400)
     for line in import_summary(result):
         messages.success(request, line)
     return redirect("index")

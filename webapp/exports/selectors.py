@@ -1,5 +1,6 @@
-"""Reads of exports: a batch's list, the path of one finished export's file, whether a
-batch's advantages may be exported now, and why an export's groups went without a ranking."""
+"""Reads of exports: a batch's list, the path of one finished export's file, what the panel
+warns of beside one, whether a batch's advantages may be exported now, and why an export's
+groups went without a ranking."""
 
 from __future__ import annotations
 
@@ -25,6 +26,18 @@ def exports_root() -> Path:
 def batch_exports(batch: Batch, *, limit: int = 20) -> list[Export]:
     """The latest `limit` exports of `batch`, newest first."""
     return list(Export.objects.filter(batch=batch).select_related("created_by")[:limit])
+
+
+def export_warnings(export: Export) -> list[str]:
+    """What the panel says beside a finished export whose files hold a surprise: a grader SFT
+    split that put every exported task in validation, leaving `train.jsonl` empty."""
+    from webapp.exports.sft import EXAMPLES, TRAIN  # the SFT export's own module
+
+    sizes = {f["name"]: f["bytes"] for f in export.files}
+    if export.kind == Export.Kind.SFT and export.status == Export.Status.DONE and sizes.get(EXAMPLES[TRAIN]) == 0:
+        return [f"{EXAMPLES[TRAIN]} is empty: the split by task put every exported group in validation. With this "
+                "few tasks, export again with another seed or a smaller validation_share."]
+    return []
 
 
 def export_file(export: Export, name: str) -> Path:

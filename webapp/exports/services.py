@@ -12,7 +12,8 @@ those of every kind of claimed work (webapp/work.py, `EXPORTS`).
 
 An advantages export waits for its batch's grading (`advantages_ready`): launched
 while a grading is queued or running it is refused, unless `allow_ungraded`; its
-manifest counts the groups it left without a ranking, and why, either way.
+manifest counts the groups it left without a ranking, and why, either way. A grader SFT
+export with no group to write is refused at launch (`check_sft`).
 """
 
 from __future__ import annotations
@@ -97,10 +98,13 @@ def export_launch(*, batch: Batch, kind: str, format: str, config: Mapping, user
                   allow_ungraded: bool = False) -> Export:
     """Queue an export of `batch`, or return the identical one already queued or running.
     The message goes out once the transaction commits. An advantages export is refused
-    (GradingUnfinished) while grading of the batch is under way, unless `allow_ungraded`."""
+    (GradingUnfinished) while grading of the batch is under way, unless `allow_ungraded`;
+    a grader SFT export with nothing to export is refused (ExportError)."""
     if not may_export(user):
         raise PermissionDenied("exports are for researchers")
     config = export_config(batch=batch, kind=kind, format=format, config=config)
+    if kind == SFT:
+        refuse_empty_sft(batch, user=user, options=config)
     with transaction.atomic():
         # One launch of a batch at a time, so that two identical ones cannot both start; a
         # grading launch takes the same lock.
@@ -115,6 +119,17 @@ def export_launch(*, batch: Batch, kind: str, format: str, config: Mapping, user
                                        queued_at=timezone.now())
         work.send_claimed_after_commit(EXPORTS, [(export.pk, CPU)])
     return export
+
+
+def refuse_empty_sft(batch: Batch, *, user, options: dict) -> None:
+    """Refuse (ExportError, write_sft's words) a grader SFT export with nothing to write, as
+    the `export` command does, rather than queue one that can only fail in the worker."""
+    from webapp.exports.sft import check_sft  # the SFT export's own module
+
+    try:
+        check_sft(batch, viewer=Viewer(user), options=options)
+    except ValueError as error:
+        raise ExportError(str(error)) from None
 
 
 def refuse_while_grading(batch: Batch) -> None:

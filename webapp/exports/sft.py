@@ -23,6 +23,7 @@ revert (a later one no human has seen).
 
 from __future__ import annotations
 
+import io
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
@@ -62,6 +63,7 @@ PAIRS = {TRAIN: "pairs_train.jsonl", VALIDATION: "pairs_validation.jsonl"}
 DATASHEET = "datasheet.md"
 MADE, CONFIRMED = "human_made", "human_confirmed"
 GROUPS_AT_ONCE = 200  # groups whose trajectories are in memory at once
+PROBE_CHUNK = 10  # groups the launch's check loads at once: the first one usually exports
 
 FEW_PASSING = "fewer than two passing trajectories: the grader is never asked"
 NO_GRADING = "handed back to the grader, which has no ranking"
@@ -133,41 +135,73 @@ def write_sft(batch: Batch, folder: Path, *, viewer: Viewer, options: dict,
     """Write the SFT files of `batch` into `folder` (which exists and is empty); return the
     summary. ValueError when the batch has no group a human ranked, or none of those can
     be exported (the message says why); RankingsHidden unless `viewer` may see every ranking."""
-    viewer.require_whole(batch)
     options = parse_sft_options(options)
+    reviewed = _reviewed(batch, viewer)
+    tally = _Tally()
+    files = {name: (folder / name).open("w", encoding="utf-8", newline="\n")
+             for name in [*EXAMPLES.values(), *PAIRS.values()]}
+    try:
+        _export_all(batch, reviewed, options, tally, files, viewer=viewer, chunk=GROUPS_AT_ONCE,
+                    on_progress=on_progress)
+    finally:
+        for handle in files.values():
+            handle.close()
+    _refuse_if_none(batch, reviewed, tally)
+    _not_accepted(batch, tally)
+    summary = _summary(batch, options, tally, reviewed=len(reviewed))
+    (folder / DATASHEET).write_text(datasheet(summary), encoding="utf-8", newline="\n")
+    return summary
+
+
+def check_sft(batch: Batch, *, viewer: Viewer, options: dict) -> None:
+    """Raise write_sft's ValueError when it would have nothing to write, else return: the
+    launch's check, so that the page refuses at once what a worker would only fail on.
+    It stops at the first group that exports, writing nothing."""
+    options = parse_sft_options(options)
+    reviewed = _reviewed(batch, viewer)
+    tally = _Tally()
+    files = {name: io.StringIO() for name in [*EXAMPLES.values(), *PAIRS.values()]}
+    _export_all(batch, reviewed, options, tally, files, viewer=viewer, chunk=PROBE_CHUNK,
+                until=lambda: bool(tally.exported))
+    _refuse_if_none(batch, reviewed, tally)
+
+
+def _reviewed(batch: Batch, viewer: Viewer) -> list[tuple[int, str, str]]:
+    """(pk, group id, task id) of the groups with a row in their final chain; ValueError if none."""
+    viewer.require_whole(batch)
     final_chain = Annotation.objects.filter(group=OuterRef("pk"), independent=False)
     reviewed = list(Group.objects.filter(Exists(final_chain), batch=batch).values_list("pk", "group_id", "task_id"))
     if not reviewed:
         raise ValueError(f"batch {batch.name!r} has no group whose ranking a human made or confirmed: rank "
                          "groups on their group page or through the annotation queue, then export again")
-    tally = _Tally()
+    return reviewed
+
+
+def _export_all(batch: Batch, reviewed: list, options: dict, tally: _Tally, files: dict, *, viewer: Viewer,
+                chunk: int, on_progress=None, until: Callable[[], bool] = lambda: False) -> None:
+    """Export the groups of `reviewed` in order, `chunk` at a time, until `until()` holds."""
     verified = _verified(reviewed, tally, viewer)
     total, done = len(reviewed), len(reviewed) - len(verified)
     if on_progress:
         on_progress(done, total)
     deduplicate = NearDuplicates(options["near_duplicate_threshold"])
-    files = {name: (folder / name).open("w", encoding="utf-8", newline="\n")
-             for name in [*EXAMPLES.values(), *PAIRS.values()]}
-    try:
-        for start in range(0, len(verified), GROUPS_AT_ONCE):
-            chunk = verified[start:start + GROUPS_AT_ONCE]
-            views = group_cases([item.group_pk for item in chunk])
-            for item in chunk:
-                _export(batch, item, views[item.group_pk], options, deduplicate, tally, files)
-            done += len(chunk)
-            if on_progress:
-                on_progress(done, total)
-    finally:
-        for handle in files.values():
-            handle.close()
+    for start in range(0, len(verified), chunk):
+        part = verified[start:start + chunk]
+        views = group_cases([item.group_pk for item in part])
+        for item in part:
+            _export(batch, item, views[item.group_pk], options, deduplicate, tally, files)
+        done += len(part)
+        if on_progress:
+            on_progress(done, total)
+        if until():
+            return
+
+
+def _refuse_if_none(batch: Batch, reviewed: list, tally: _Tally) -> None:
     if not tally.exported:
         reasons = "; ".join(f"{reason}: {len(ids)}" for reason, ids in sorted(tally.excluded.items()))
-        raise ValueError(f"batch {batch.name!r}: none of the {total} groups a human ranked can be exported "
-                         f"({reasons})")
-    _not_accepted(batch, tally)
-    summary = _summary(batch, options, tally, reviewed=total)
-    (folder / DATASHEET).write_text(datasheet(summary), encoding="utf-8", newline="\n")
-    return summary
+        raise ValueError(f"batch {batch.name!r}: none of the {len(reviewed)} groups a human ranked can be "
+                         f"exported ({reasons})")
 
 
 def _verified(reviewed: list[tuple[int, str, str]], tally: _Tally, viewer: Viewer) -> list[_Verified]:

@@ -75,7 +75,8 @@ def _panel(request, batch, *, forms=None, notice=None, status=200):
     }
     context = {
         "batch": batch,
-        "exports": [{"export": e, "config": json.dumps(e.config, indent=None)} for e in exports],
+        "exports": [{"export": e, "config": json.dumps(e.config, indent=None), "warnings": selectors.export_warnings(e)}
+                    for e in exports],
         "active": any(e.status in ACTIVE for e in exports),
         "grading_unfinished": selectors.unfinished_gradings(batch).count(),
         "advantages_form": forms[Export.Kind.ADVANTAGES],

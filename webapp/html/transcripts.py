@@ -9,6 +9,7 @@ that pages through the rest PART_CHUNK characters at a time.
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass
 
 from webapp.html.text import highlight_matches
@@ -39,7 +40,11 @@ def _text(value) -> str:
 
 
 def pretty_arguments(arguments) -> str:
-    """Tool-call arguments as indented JSON when they are JSON, else as given."""
+    """Tool-call arguments as indented JSON when they are JSON, else as given. A string value
+    of several lines (the code an agent writes, a diff, a script) is shown as its lines between
+    triple quotes, not as one line of "\\n" escapes, so that an edit reads as code
+    (tests/webapp/review/test_transcripts.py shows one).
+    """
     if isinstance(arguments, str):
         if len(arguments) > _PARSE_ARGS_LIMIT:
             return arguments
@@ -47,7 +52,24 @@ def pretty_arguments(arguments) -> str:
             arguments = json.loads(arguments)
         except ValueError:
             return arguments
-    return json.dumps(arguments, ensure_ascii=False, indent=2)
+    blocks: dict[str, str] = {}
+    marker = secrets.token_hex(8)  # no argument can spell it by chance
+
+    def lift(value):
+        if isinstance(value, str) and "\n" in value:
+            key = f"{marker}-{len(blocks)}"
+            blocks[json.dumps(key)] = f'"""\n{value}\n"""'
+            return key
+        if isinstance(value, dict):
+            return {k: lift(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [lift(v) for v in value]
+        return value
+
+    text = json.dumps(lift(arguments), ensure_ascii=False, indent=2)
+    for quoted, block in blocks.items():
+        text = text.replace(quoted, block, 1)
+    return text
 
 
 def message_parts(message) -> list[tuple[str, str, str]]:

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Max
+from django.db.models import Count, Max
 from django.utils import timezone
 
 from webapp import work
@@ -100,7 +100,25 @@ def step_import(*, run_name: str, number: int, append: bool, import_batch: Calla
         created = step is None
         if created:
             step = RunStep.objects.create(run=run, number=number, batch=result.batch)
+            copied = _copy_of_an_earlier_step(step)
+            if copied is not None:
+                result.notes.note(f"every rollout of step {number} is already in step {copied.number} (batch "
+                                  f"{copied.batch.name!r}) with the same content: the same file imported again?")
     return StepImport(run=run, step=step, result=result, created=created)
+
+
+def _copy_of_an_earlier_step(step: RunStep) -> RunStep | None:
+    """The earlier step of `step`'s run that holds every rollout of `step`, content and all: a
+    file imported twice is accepted as a new step (its batch is new), but it is no new data."""
+    hashes = set(Trajectory.objects.filter(batch=step.batch_id).values_list("content_hash", flat=True))
+    if not hashes:
+        return None
+    earlier = {s.batch_id: s for s in RunStep.objects.filter(run=step.run_id, number__lt=step.number)
+               .select_related("batch")}
+    holding = (Trajectory.objects.filter(batch__in=list(earlier), content_hash__in=hashes)
+               .values("batch").annotate(n=Count("content_hash", distinct=True)).filter(n=len(hashes))
+               .order_by("-batch").values_list("batch", flat=True).first())
+    return earlier.get(holding)
 
 
 def step_answered(batch: Batch) -> None:

@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from grading.agreement import kendall_tau
+from grading.rankings import FLAGS
 from tests.webapp.annotationdata import GRADER_TIERS, grade, pk_of, review_batch, save, set_policy
 from tests.webapp.review.test_safety import audit
 from tests.webapp.reviewdata import hostile_records, import_batch
@@ -328,11 +329,12 @@ def test_hostile_ids_stay_text_in_the_editor_history_and_conflict_pages(client, 
     client.force_login(annotator)
     for response in (client.get(reverse("group", args=[group.pk])),
                      post_ranking(client, group, [ids]),
-                     client.get(reverse("ranking_history", args=[group.pk])),
+                     history := client.get(reverse("ranking_history", args=[group.pk])),
                      post_ranking(client, group, [ids[::-1]], based_on=0)):
         assert response.status_code in (200, 302, 409)
         if response.status_code != 302:
             assert audit(response.content.decode()) == [], response.status_code
+    assert "grader-SFT export will leave" in history.content.decode()  # the save's warning names the ids
     assert Annotation.objects.get().tiers == [ids]
 
 
@@ -346,3 +348,40 @@ def test_huge_version_numbers_are_a_clear_refusal_not_a_server_error(client, gro
     # No such version to revert to; a base that is not the chain's head is a stale base (409).
     assert [r.status_code for r in (revert, stale_base, saved)] == [400, 400, 409]
     assert not Annotation.objects.exists()
+
+
+def test_the_editor_says_the_sft_export_needs_a_rationale_per_ranked_trajectory(client, group, annotator):
+    client.force_login(annotator)
+    html = page_html(client, group)
+    assert "The grader-SFT export takes a group only when every ranked trajectory has a rationale" in html
+    assert "(optional)" not in html and 'placeholder="Why here (the grader-SFT export needs one)"' in html
+
+
+def test_a_save_missing_rationales_warns_that_the_sft_export_leaves_the_group_out(client, group, annotator):
+    client.force_login(annotator)
+    written = {f"rationale-{pk_of(group, t)}": "clean" for t in ("t5", "t1", "t3")}
+    written[f"rationale-{pk_of(group, 't3')}"] = "日本"  # nothing left in the grader's alphabet
+    html = client.get(post_ranking(client, group, **written)["Location"]).content.decode()
+    assert "Saved version 1." in html
+    assert ('class="message warning">The grader-SFT export will leave this group out: '
+            'no rationale for t2, t3, t4.') in html
+
+
+def test_a_save_with_every_rationale_gets_no_sft_warning(client, group, annotator):
+    client.force_login(annotator)
+    written = {f"rationale-{pk_of(group, t)}": "clean" for t in ("t1", "t2", "t3", "t4", "t5")}
+    html = client.get(post_ranking(client, group, **written)["Location"]).content.decode()
+    assert "Saved version 1." in html and "grader-SFT export will leave" not in html
+
+
+def test_every_passing_row_offers_mark_as_not_passing_and_the_key_hint_counts_the_flags(client, group, annotator):
+    client.force_login(annotator)
+    response = client.get(reverse("group", args=[group.pk]))
+    html = response.content.decode()
+    assert [i.tid for i in response.context["ranking"].editor.pool] == ["t1", "t2", "t3", "t4", "t5"]
+    for tid in ("t1", "t2", "t3", "t4", "t5"):
+        assert f'data-op="fail" title="Mark as not passing: a reward hack, a lucky pass" ' \
+               f'aria-label="Mark {tid} as not passing"' in html
+    assert f"the first 9 of {len(FLAGS)} flags (the rest by their box under ✎)" in html
+    assert "<kbd>7</kbd> flags" not in html
+    assert "<kbd>9</kbd> " + FLAGS[8] in html and "<kbd>10</kbd>" not in html

@@ -17,6 +17,7 @@ from tests.grading.formats.formatfiles import (
     write_lines,
     zip_folders,
 )
+from tests.webapp.reviewdata import records
 from webapp.api.services import api_token_create
 from webapp.models import Batch, Group, Trajectory, Transcript
 
@@ -288,3 +289,23 @@ def test_the_form_imports_an_archive_of_openhands_runs_with_their_evaluation_out
     assert response.status_code == 200
     assert "Batch oh created: 1 new groups, 2 new trajectories." in response.content.decode()
     assert rewards("oh") == {("i1", "run-a"): 1.0, ("i1", "run-b"): 0.0}
+
+
+def test_a_refused_form_import_shows_its_errors_above_the_batches_in_the_forms_words(client, researcher, tmp_path):
+    path = write_lines(tmp_path / "a.jsonl", records("task-1"))
+    client.force_login(researcher)
+
+    def post(name):
+        upload = SimpleUploadedFile("a.jsonl", path.read_bytes())
+        return client.post("/batches/import/", {"name": name, "file_format": "jsonl", "paths": [upload]})
+
+    assert post("<b>x</b>").status_code == 302
+    refused = post("<b>x</b>")
+    html = refused.content.decode()
+    assert refused.status_code == 400
+    assert ("Batch name: batch &#x27;&lt;b&gt;x&lt;/b&gt;&#x27; already exists; to add these rollouts to it, "
+            "tick “Add to the batch if it exists”, or choose a new name") in html
+    assert "--append" not in html and "--batch" not in html
+    assert html.index('class="import-errors"') < html.index('class="table batches"')
+    page = client.get("/").content.decode()
+    assert page.index('class="table batches"') < page.index('id="import"')  # below the list when nothing failed

@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from tests.factories import group
-from tests.webapp.annotationdata import grade
+from tests.webapp.annotationdata import grade, save
 from tests.webapp.reviewdata import import_batch, records
 from webapp.api.services import api_token_create
 from webapp.exports.selectors import exports_root
@@ -58,6 +58,8 @@ def test_an_advantages_export_is_refused_while_a_grading_of_the_batch_is_queued_
 
 def test_the_grader_sft_export_does_not_wait_for_grading(batch, researcher):
     """It holds only rankings a human made or confirmed, which no running grading changes."""
+    save(Group.objects.get(batch=batch, group_id="task-6"), researcher, [["t1", "t2", "t3", "t4", "t5"]],
+         rationales={t: "changes one line" for t in ("t1", "t2", "t3", "t4", "t5")})
     export = export_launch(batch=batch, kind="sft", format="jsonl", config={}, user=researcher)
     assert export.status == "queued"
 

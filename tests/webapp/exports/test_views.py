@@ -3,9 +3,12 @@
 import pytest
 from django.urls import reverse
 
+from grading.sft import MISSING_RATIONALE
+from tests.webapp.annotationdata import save
+from tests.webapp.reviewdata import import_batch, records
 from webapp.exports.selectors import exports_root
 from webapp.exports.services import export_build, export_launch
-from webapp.models import Batch, Export
+from webapp.models import Batch, Export, Group
 
 pytestmark = pytest.mark.django_db
 
@@ -143,3 +146,42 @@ def test_a_batch_name_is_shown_escaped(client, researcher):
     client.force_login(researcher)
     body = client.get(panel(batch)).content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body and "<script>alert" not in body
+
+
+def test_an_sft_export_with_nothing_to_export_is_refused_at_launch_and_queues_nothing(client, researcher,
+                                                                                      sample_batch):
+    client.force_login(researcher)
+    data = {"kind": "sft", "format": "jsonl", "config": "{}"}
+    page = client.post(launch_url(sample_batch), data)
+    assert page.status_code == 400
+    assert "batch &#x27;sample&#x27; has no group whose ranking a human made or confirmed" in page.content.decode()
+    fragment = client.post(launch_url(sample_batch), data, **HTMX).content.decode()
+    assert "has no group whose ranking a human made or confirmed" in fragment and "ValueError" not in fragment
+    assert not Export.objects.exists()
+
+
+def test_an_sft_export_whose_rankings_lack_rationales_is_refused_with_the_reason(client, researcher, annotator,
+                                                                                tmp_path):
+    batch = import_batch(tmp_path, records("task-1"), name="<i>bare</i>")
+    save(Group.objects.get(batch=batch), annotator, [["t1", "t2", "t3", "t4", "t5"]])
+    client.force_login(researcher)
+    body = client.post(launch_url(batch), {"kind": "sft", "format": "jsonl", "config": "{}"}).content.decode()
+    assert (f"batch &#x27;&lt;i&gt;bare&lt;/i&gt;&#x27;: none of the 1 groups a human ranked can be exported "
+            f"({MISSING_RATIONALE}: 1)") in body
+    assert not Export.objects.exists()
+
+
+def test_an_sft_split_that_leaves_train_empty_says_so_in_the_panel(client, researcher, annotator, tmp_path):
+    batch = import_batch(tmp_path, records("task-1"), name="one task")
+    save(Group.objects.get(batch=batch), annotator, [["t1", "t2", "t3", "t4", "t5"]],
+         rationales={t: "changes one line" for t in ("t1", "t2", "t3", "t4", "t5")})
+    client.force_login(researcher)
+    for share, empty in ((0.999, True), (0.001, False)):
+        export = export_launch(batch=batch, kind="sft", format="jsonl", config={"validation_share": share},
+                               user=researcher)
+        export_build(export.pk)
+        export.refresh_from_db()
+        assert export.status == "done", export.error
+        assert ({f["name"]: f["bytes"] for f in export.files}["train.jsonl"] == 0) == empty
+        row = client.get(panel(batch), **HTMX).content.decode().split(f'id="export-{export.pk}"')[1].split("</tr>")[0]
+        assert ("train.jsonl is empty: the split by task put every exported group in validation" in row) == empty

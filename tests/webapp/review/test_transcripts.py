@@ -140,3 +140,21 @@ def test_transcript_links_and_picks_only_where_there_is_a_transcript(client, res
         Transcript.objects.filter(pk=with_one[record["trajectory_id"]]).delete()
     html = client.get(reverse("group", args=[group.pk])).content.decode()
     assert 'id="transcripts"' not in html and "/transcript/" not in html
+
+
+def test_multi_line_argument_values_read_as_code_between_triple_quotes():
+    edit = {"command": "str_replace", "path": "pkg/mod.py", "edits": [{"new": "def f():\n    return x + 1"}]}
+    assert transcripts.pretty_arguments(json.dumps(edit)) == (
+        '{\n  "command": "str_replace",\n  "path": "pkg/mod.py",\n  "edits": [\n    {\n      "new": """\n'
+        'def f():\n    return x + 1\n"""\n    }\n  ]\n}')
+
+
+def test_an_agents_code_edit_shows_as_escaped_lines_of_code(client, researcher, trajectory):
+    code = 'def f():\n    return "<script>alert(1)</script>"'
+    _set_messages(trajectory, [{"role": "assistant", "tool_calls": [
+        {"function": {"name": "edit", "arguments": json.dumps({"path": "m.py", "new_str": code})}}]}])
+    client.force_login(researcher)
+    html = client.get(reverse("transcript", args=[trajectory.pk]), headers={"HX-Request": "true"}).content.decode()
+    assert ('&quot;new_str&quot;: &quot;&quot;&quot;\ndef f():\n    return &quot;&lt;script&gt;alert(1)&lt;/script&gt;'
+            '&quot;\n&quot;&quot;&quot;\n}') in html
+    assert "<script>alert" not in html and "\\n" not in html

@@ -83,3 +83,15 @@ def test_a_retry_is_a_no_op_only_where_asked(tmp_path):
     with pytest.raises(StepRefused, match=r"already has step 0 .*\(what was sent differs from what it holds\)"):
         step_import(run_name="r", number=0, append=False, retry_ok=True, import_batch=importer(other))
     assert not Batch.objects.get(name="r/step-0").groups.filter(group_id="other").exists()
+
+
+def test_a_new_step_holding_only_an_earlier_steps_rollouts_says_so(tmp_path, capsys):
+    import_step(tmp_path, "r", 0, step_records(0))
+    capsys.readouterr()
+    path = write_jsonl(tmp_path / "again.jsonl", step_records(0))
+    call_command("import_rollouts", str(path), run="r", step=1)
+    out = capsys.readouterr().out
+    assert ("every rollout of step 1 is already in step 0 (batch 'r/step-0') with the same content: the same file "
+            "imported again?") in out
+    call_command("import_rollouts", str(write_jsonl(tmp_path / "new.jsonl", step_records(2))), run="r", step=2)
+    assert "already in step" not in capsys.readouterr().out  # new rollouts: nothing to say
