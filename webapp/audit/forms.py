@@ -51,7 +51,9 @@ class AuditSetForm(forms.Form):
 
     def clean(self):
         data = super().clean()
-        if (data.get("size") is None) == (data.get("half_width") is None):
+        if data.get("size") is None and data.get("half_width") is None:
+            raise forms.ValidationError("give a size, or a target ± half-width to size the set for")
+        if data.get("size") is not None and data.get("half_width") is not None:
             raise forms.ValidationError("give either a size or a target ± half-width, not both")
         return data
 

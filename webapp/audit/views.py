@@ -76,6 +76,7 @@ def audit_set(request, pk):
         "audit_set": audit_set, "items": items, "progress": selectors.set_progress(audit_set),
         "mine": sum(item.mine is not None for item in items), "feature_labels": FEATURE_LABELS,
         "next_item": selectors.next_item(audit_set, request.user),
+        "may_read_report": may_read_report(audit_set, request.user),
         "strata": stratum_rows([(q["stratum"], q["low"], q["high"], q["population"], q["quota"])
                                 for q in audit_set.design["quotas"]]),
     })

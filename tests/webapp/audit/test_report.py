@@ -127,9 +127,12 @@ def test_an_auditor_reads_the_report_only_once_they_judged_every_item(client, au
     client.force_login(ivy)
     urls = [reverse("audit_report", args=[audited.pk]), reverse("audit_report_json", args=[audited.pk])]
     assert [client.get(url).status_code for url in urls] == [403, 403]
+    page = client.get(reverse("audit_set", args=[audited.pk])).content.decode()
+    assert f'href="{urls[0]}"' not in page and "Report: after your last item" in page  # no button that 403s
     for item in audited.items.all():
         verdict_save(item=item, auditor=ivy, verdict="correct", categories=[], notes="")
     assert [client.get(url).status_code for url in urls] == [200, 200]
+    assert f'href="{urls[0]}"' in client.get(reverse("audit_set", args=[audited.pk])).content.decode()
 
 
 def test_researchers_read_it_any_time_and_others_get_403(client, audited, researcher):

@@ -70,7 +70,9 @@ def test_the_form_refuses_bad_input_and_says_why(client, tmp_path, auditor):
     base = {"name": "x", "source": f"batch:{batch.pk}", "bins": 4, "seed": 0, "confidence": "0.95",
             "action": "create"}
     both = client.post(reverse("audit_sets"), {**base, "size": 2, "half_width": "0.1"})
-    assert both.status_code == 400 and "give either a size or a target" in both.content.decode()
+    assert both.status_code == 400 and "give either a size or a target ± half-width, not both" in both.content.decode()
+    neither = client.post(reverse("audit_sets"), {**base}).content.decode()
+    assert "give a size, or a target ± half-width to size the set for" in neither and "not both" not in neither
     too_many = client.post(reverse("audit_sets"), {**base, "size": 5})
     assert too_many.status_code == 400 and "only 3 candidates" in too_many.content.decode()
     unknown = client.post(reverse("audit_sets"), {**base, "size": 1, "source": "run:999"})
