@@ -154,9 +154,14 @@ def _with_query(url: str, params: dict) -> str:
 
 
 def _default_pair(columns):
-    """The interdiff preselected: the first two passing, else the best we have."""
+    """The interdiff preselected: the first passing column and the next one whose change differs
+    from it (passing first), else the best we have: two identical patches show nothing."""
     ordered = [c for c in columns if c.passed] + [c for c in columns if not c.passed]
-    return (ordered + [None, None])[:2]
+    if len(ordered) < 2:
+        return (ordered + [None, None])[:2]
+    first = ordered[0]
+    second = next((c for c in ordered[1:] if c.view.key != first.view.key), ordered[1])
+    return first, second
 
 
 def _toggle(items, item) -> set:

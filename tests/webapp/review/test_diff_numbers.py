@@ -90,3 +90,15 @@ def test_patches_that_cannot_be_reconciled_say_so(client, researcher, tmp_path):
     html = response.content.decode()
     assert "cannot be compared" in html
     assert "the patches were not made against the same file: line 20 of the original reads differently" in html
+
+
+def test_the_interdiff_preselects_two_trajectories_whose_changes_differ(client, researcher, tmp_path):
+    # t1 and t2 make the same change: preselected together, the interdiff showed nothing.
+    import_batch(tmp_path, records("same-first"), name="same-first")
+    group = Group.objects.get(group_id="same-first")
+    client.force_login(researcher)
+    html = client.get(reverse("group", args=[group.pk])).content.decode()
+    form = html[html.index('id="interdiff-form"'):html.index("</form>", html.index('id="interdiff-form"'))]
+    chosen = re.findall(r'<option value="(\d+)" selected>', form)
+    a, b = (Trajectory.objects.get(pk=pk) for pk in chosen)
+    assert a.passed and b.passed and a.patch != b.patch, (a.trajectory_id, b.trajectory_id)
