@@ -29,7 +29,19 @@ def search(request, pk):
         q, kind, after = form.cleaned_data["q"], form.cleaned_data["kind"], form.cleaned_data["after"]
         page = selectors.search(batch, q, kind=kind, after=after or 0)
         context.update(page=page, after=after, first_query=_query(q=q, kind=kind),
-                       next_query=_query(q=q, kind=kind, after=page.next_after) if page.next_after else None)
+                       next_query=_query(q=q, kind=kind, after=page.next_after) if page.next_after else None,
+                       unquoted=_unquoted_query(q, kind) if not page.hits else None)
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, "search/_hits.html", context)
     return render(request, "search/search.html", context)
+
+
+def _unquoted_query(q: str, kind: str) -> tuple[str, str] | None:
+    """(the query without the quotes around it, its URL query) when `q` is quoted: search finds
+    text as typed, and a quoted phrase, as other search boxes take it, finds nothing."""
+    for mark in ('"', "'", "“"):
+        closing = "”" if mark == "“" else mark
+        if len(q) > 2 and q.startswith(mark) and q.endswith(closing):
+            inner = q[1:-1].strip()
+            return (inner, _query(q=inner, kind=kind)) if inner else None
+    return None

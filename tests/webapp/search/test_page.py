@@ -222,3 +222,14 @@ def test_a_hit_deep_in_a_long_patch_shows_the_text_around_it(tmp_path):
                            "again " + "y" * 69 + "…")  # the line's 160 characters around the first match
     assert (hit.place.path, hit.place.hunk, hit.place.header, hit.matches) == ("pkg/deep.py", 1,
                                                                                "@@ -90,1 +90,1 @@ def f():", 3)
+
+
+def test_a_quoted_query_that_finds_nothing_offers_the_same_words_without_the_quotes(client, researcher, batch):
+    # Search finds text as typed: a quoted phrase, as other search boxes take it, found nothing silently.
+    client.force_login(researcher)
+    url = reverse("search", args=[batch.pk])
+    html = client.get(url, {"q": '"get_prep_value"'}).content.decode()
+    assert "Nothing in this batch holds this text." in html
+    assert 'search for <span class="mono">get_prep_value</span>' in html and "?q=get_prep_value" in html
+    found = client.get(url, {"q": "get_prep_value"}).content.decode()
+    assert "search-unquoted" not in found and "hit-head" in found
