@@ -38,7 +38,7 @@ def test_run_and_compare_pages(page, live_server, tmp_path, monkeypatch):
         assert box["width"] > 300 and box["height"] > 150, i
     pass_rate = page.locator("#chart-pass_rate")
     expect(pass_rate.locator("polyline.run-line")).to_have_count(1)
-    expect(pass_rate.locator("rect.run-column title").nth(2)).to_contain_text("step 2: pass rate ")
+    expect(pass_rate.locator("rect.run-column title").nth(2)).to_contain_text("step 2\npass rate ")
     screenshot(page, "runs-01-run-page", full_page=True)
 
     step = RunStep.objects.get(run=gagar, number=2)

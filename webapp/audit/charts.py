@@ -15,11 +15,13 @@ from django.utils.safestring import SafeString, mark_safe
 
 from webapp.audit.figures import DRIFT_MEASURES, MEASURES, Dashboard
 from webapp.audit.ranking import COVARIATES
+from webapp.charts import distinct_labels, nice_ticks, tick_text
 
-WIDTH = 640
-PLOT_TOP, PLOT_BOTTOM = 30, 170  # y of the plot area's top and bottom
+WIDTH = 640  # drawn at most this wide (static/css/audit-dashboard.css): its text at its own size
+PLOT_TOP, PLOT_BOTTOM = 34, 174  # y of the plot area's top and bottom
 LEFT, RIGHT = 48, WIDTH - 12
-HEIGHT = 240  # labels under the plot
+CHAR = 7.0  # the width of a character of the 12.5 px labels, near enough to lay them out
+LABEL = 22  # characters of a label under the plot; the whole one is in its <title> and the table
 FEW = 10  # a value over fewer groups than this is drawn apart: its interval says little
 
 
@@ -39,37 +41,50 @@ def _y(value: float, low: float, high: float) -> float:
     return round(PLOT_BOTTOM - (PLOT_BOTTOM - PLOT_TOP) * (value - low) / (high - low), 2)
 
 
-def _frame(title: str, desc: str, body: str, low: float, high: float, *, css: str, few: bool = False) -> SafeString:
-    ticks = [low, (low + high) / 2, high]
-    axis = format_html_join("", '<line class="chart-grid" x1="{}" x2="{}" y1="{}" y2="{}"/>'
+def _frame(title: str, desc: str, body: str, ticks: list[float], *, css: str, few: bool = False,
+           height: float = PLOT_BOTTOM + 40) -> SafeString:
+    low, high = ticks[0], ticks[-1]
+    step = ticks[1] - ticks[0]
+    axis = format_html_join("", '<line class="{}" x1="{}" x2="{}" y1="{}" y2="{}"/>'
                                 '<text class="chart-tick" x="{}" y="{}" text-anchor="end">{}</text>',
-                            ((LEFT, RIGHT, _y(t, low, high), _y(t, low, high), LEFT - 4, _y(t, low, high) + 4,
-                              f"{t:g}") for t in ticks))
-    zero = ""
-    if low < 0 < high:
-        zero = format_html('<line class="chart-zero" x1="{}" x2="{}" y1="{}" y2="{}"/>', LEFT, RIGHT,
-                           _y(0, low, high), _y(0, low, high))
+                            (("chart-zero" if t == 0 and low < 0 else "chart-grid", LEFT, RIGHT, _y(t, low, high),
+                              _y(t, low, high), LEFT - 5, _y(t, low, high) + 4, tick_text(t, step)) for t in ticks))
     note = ""
     if few:
-        note = format_html('<text class="chart-note" x="{}" y="16" text-anchor="end">dashed: n &lt; {}</text>', RIGHT,
+        note = format_html('<text class="chart-note" x="{}" y="18" text-anchor="end">dashed: n &lt; {}</text>', RIGHT,
                            FEW)
         desc += f"; dashed where a value rests on fewer than {FEW} (its n: groups, verdicts or gradings)"
     return format_html(
-        '<svg class="chart {}" viewBox="0 0 {} {}" role="img" xmlns="http://www.w3.org/2000/svg">'
-        '<title>{}</title><desc>{}</desc><text class="chart-title" x="{}" y="16">{}</text>{}{}{}{}</svg>',
-        css, WIDTH, HEIGHT, title, desc, LEFT, title, note, axis, zero,
+        '<svg class="chart {}" viewBox="0 0 {} {}" role="group" aria-label="{}" xmlns="http://www.w3.org/2000/svg">'
+        '<title>{}</title><desc>{}</desc><text class="chart-title" x="{}" y="18">{}</text>{}{}{}</svg>',
+        css, WIDTH, round(height), title, title, desc, LEFT, title, note, axis,
         mark_safe(body))  # noqa: S308 - built with format_html
 
 
-def _label(x: float, text: str) -> str:
-    short = text if len(text) <= 28 else text[:27] + "…"
-    return format_html('<text class="chart-label" x="{}" y="{}" transform="rotate(20 {} {})">{}</text>',
-                       round(x, 2), PLOT_BOTTOM + 14, round(x, 2), PLOT_BOTTOM + 14, short)
+def _labels(xs: list[float], texts: list[str], step: float) -> tuple[str, float]:
+    """The labels under the plot, shortened where they agree (webapp.charts.distinct_labels)
+    with the whole text in a <title>: level where they fit between their neighbours, else
+    upright. Returns them and the chart's height."""
+    shown = distinct_labels(texts, LABEL)
+    widest = max((len(text) for text in shown), default=0) * CHAR
+    level = widest + 8 <= step  # else upright, reading upwards: slanted ones overran the chart's sides
+    out = []
+    for x, text, whole in zip(xs, shown, texts, strict=True):
+        if level:
+            out.append(format_html('<text class="chart-label" x="{}" y="{}" text-anchor="middle">{}<title>{}</title>'
+                                   "</text>", round(x, 2), PLOT_BOTTOM + 18, text, whole))
+        else:
+            x, y = round(x + 4, 2), PLOT_BOTTOM + 8
+            out.append(format_html('<text class="chart-label" x="{}" y="{}" text-anchor="end" transform="rotate(-90 '
+                                   '{} {})">{}<title>{}</title></text>', x, y, x, y, text, whole))
+    return "".join(out), PLOT_BOTTOM + 30 + (0 if level else widest)
 
 
 def bar_chart(*, title: str, desc: str, bars: list[Bar], low: float = 0.0, high: float = 1.0) -> SafeString:
     """One bar per entry from the baseline (0, or `low` when 0 is outside), with a whisker
     over its interval and its n above it."""
+    ticks = nice_ticks(low, high)
+    low, high = ticks[0], ticks[-1]
     step = (RIGHT - LEFT) / max(len(bars), 1)
     base = _y(min(max(0.0, low), high), low, high)
     parts = []
@@ -78,8 +93,8 @@ def bar_chart(*, title: str, desc: str, bars: list[Bar], low: float = 0.0, high:
         centre = x + step / 2
         if bar.value is not None:
             top = _y(bar.value, low, high)
-            parts.append(format_html('<rect class="chart-bar{}" x="{}" y="{}" width="{}" height="{}">'
-                                     "<title>{}: {}</title></rect>", " chart-few" if bar.few else "",
+            parts.append(format_html('<rect class="chart-bar{}" x="{}" y="{}" width="{}" height="{}" tabindex="0">'
+                                     "<title>{}\n{}</title></rect>", " chart-few" if bar.few else "",
                                      round(x + step * 0.2, 2), min(top, base), round(step * 0.6, 2),
                                      round(abs(base - top), 2), bar.label, _value(bar)))
             if bar.n is not None:
@@ -92,13 +107,15 @@ def bar_chart(*, title: str, desc: str, bars: list[Bar], low: float = 0.0, high:
             parts.append(format_html('<path class="chart-whisker" d="M{} {}V{}M{} {}h{}M{} {}h{}"/>',
                                      round(centre, 2), y1, y2, round(centre - 5, 2), y1, 10, round(centre - 5, 2),
                                      y2, 10))
-        parts.append(_label(centre - step * 0.3, bar.label))
-    return _frame(title, desc, "".join(parts), low, high, css="chart-bars",
-                  few=any(bar.few and bar.value is not None for bar in bars))
+    labels, height = _labels([LEFT + step * (i + 0.5) for i in range(len(bars))], [bar.label for bar in bars], step)
+    return _frame(title, desc, "".join(parts) + labels, ticks, css="chart-bars",
+                  few=any(bar.few and bar.value is not None for bar in bars), height=height)
 
 
 def line_chart(*, title: str, desc: str, points: list[Bar], low: float = -1.0, high: float = 1.0) -> SafeString:
     """Points in order (versions over time) joined by a line, over the band of their intervals."""
+    ticks = nice_ticks(low, high)
+    low, high = ticks[0], ticks[-1]
     step = (RIGHT - LEFT) / max(len(points), 1)
     xs = [LEFT + step * (i + 0.5) for i in range(len(points))]
     shown = [(x, p) for x, p in zip(xs, points, strict=True) if p.value is not None]
@@ -111,27 +128,34 @@ def line_chart(*, title: str, desc: str, points: list[Bar], low: float = -1.0, h
     if shown:
         parts.append(format_html('<polyline class="chart-line" points="{}"/>',
                                  " ".join(f"{round(x, 2)},{_y(p.value, low, high)}" for x, p in shown)))
-    parts += [format_html('<circle class="chart-point{}" cx="{}" cy="{}" r="4"><title>{}: {}</title></circle>',
+    parts += [format_html('<circle class="chart-point{}" cx="{}" cy="{}" r="5" tabindex="0"><title>{}\n{}</title>'
+                          "</circle>",
                           " chart-few" if p.few else "", round(x, 2), _y(p.value, low, high), p.label, _value(p))
               for x, p in shown]
-    parts += [_label(x - step * 0.3, p.label) for x, p in zip(xs, points, strict=True)]
-    return _frame(title, desc, "".join(parts), low, high, css="chart-line-over", few=any(p.few for _, p in shown))
+    labels, height = _labels(xs, [p.label for p in points], step)
+    return _frame(title, desc, "".join(parts) + labels, ticks, css="chart-line-over",
+                  few=any(p.few for _, p in shown), height=height)
 
 
 def histogram_chart(*, title: str, desc: str, edges: list[float], counts: list[int]) -> SafeString:
-    """Counts per bin, bins laid side by side from the first edge to the last."""
-    top = max(counts, default=0) or 1
+    """Counts per bin, bins laid side by side from the first edge to the last; the x axis
+    labelled at round values between them."""
+    ticks = nice_ticks(0, max(counts, default=0) or 1)
+    top = ticks[-1]
     step = (RIGHT - LEFT) / max(len(counts), 1)
-    parts = [format_html('<rect class="chart-bar" x="{}" y="{}" width="{}" height="{}"><title>{} to {}: {}</title>'
-                         "</rect>", round(LEFT + i * step + 0.5, 2), _y(count, 0, top), round(max(step - 1, 0.5), 2),
-                         round(PLOT_BOTTOM - _y(count, 0, top), 2), f"{edges[i]:.3g}", f"{edges[i + 1]:.3g}", count)
+    parts = [format_html('<rect class="chart-bar" x="{}" y="{}" width="{}" height="{}" tabindex="0">'
+                         "<title>{} to {}\n{}</title></rect>", round(LEFT + i * step + 0.5, 2), _y(count, 0, top),
+                         round(max(step - 1, 0.5), 2), round(PLOT_BOTTOM - _y(count, 0, top), 2), f"{edges[i]:.3g}",
+                         f"{edges[i + 1]:.3g}", count)
              for i, count in enumerate(counts)]
-    if edges:
-        parts += [format_html('<text class="chart-label" x="{}" y="{}" text-anchor="middle">{}</text>', x,
-                              PLOT_BOTTOM + 16, f"{edge:.3g}")
-                  for x, edge in ((LEFT, edges[0]), ((LEFT + RIGHT) / 2, (edges[0] + edges[-1]) / 2),
-                                  (RIGHT, edges[-1]))]
-    return _frame(title, desc, "".join(parts), 0, top, css="chart-histogram")
+    if len(edges) > 1 and edges[-1] > edges[0]:
+        marks = nice_ticks(edges[0], edges[-1], count=6)
+        width = edges[-1] - edges[0]
+        parts += [format_html('<text class="chart-label" x="{}" y="{}" text-anchor="middle">{}</text>',
+                              round(LEFT + (RIGHT - LEFT) * (mark - edges[0]) / width, 2), PLOT_BOTTOM + 18,
+                              tick_text(mark, marks[1] - marks[0]))
+                  for mark in marks if edges[0] - 1e-9 <= mark <= edges[-1] + 1e-9]
+    return _frame(title, desc, "".join(parts), ticks, css="chart-histogram")
 
 
 def _correctness_charts(versions) -> list[SafeString]:

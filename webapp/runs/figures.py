@@ -13,7 +13,8 @@ every ranking of the batch (`Viewer.require_whole`).
   GRPO's), timeout (graded after the trainer had read the step's rewards: it fell back for
   the trainer), not_launched.
 - `mass_moved`: sum |A' - A| / sum |A| over passing trajectories (A: GRPO's advantage, A':
-  GAGAR's); `factors`: p10, median, p90 of the schedule's factors of the ranked trajectories.
+  GAGAR's), None where no trajectory was ranked (an ungraded step: a gap, not "0 moved");
+  `factors`: p10, median, p90 of the schedule's factors of the ranked trajectories.
 - `lengths`: per measure (`lines`: changed lines of the patch, as grading.evaluation counts
   them; `num_turns` and `output_tokens` where the rollouts carry those metrics), median, p90
   and n of passing trajectories (`passing`), of the best-ranked third (`best`: rank <=
@@ -120,6 +121,7 @@ def batch_figures(batch_id: int) -> tuple[dict, dict]:
 
     lengths = {name: {part: [] for part in PARTS} for name in LENGTHS}
     moved = total = 0.0
+    ranked_count = 0  # none: nothing was ranked, so no mass was moved or kept: no value, not 0
     factors: list[np.ndarray] = []
     flagged, lucky, human, unusable = Counter(), 0, set(), set()
     capped_rows, capped = [], 0
@@ -133,6 +135,7 @@ def batch_figures(batch_id: int) -> tuple[dict, dict]:
             if reason in (RANKING_MISMATCH, MISSING_SCORES):
                 unusable.add(group_pks[g])
         passed, ranked = chunk.passed, chunk.rank > 0
+        ranked_count += int(ranked.sum())
         moved += float(np.abs(chunk.advantage[passed] - chunk.grpo_advantage[passed]).sum())
         total += float(np.abs(chunk.grpo_advantage[passed]).sum())
         factors.append(chunk.factor[ranked & ~np.isnan(chunk.factor)])
@@ -174,7 +177,7 @@ def batch_figures(batch_id: int) -> tuple[dict, dict]:
         "groups": n_groups, "labels": {label: labels[label] for label in Group.Label.values},
         "mixed_share": share("mixed"), "all_pass_share": share("all_pass"), "all_fail_share": share("all_fail"),
         "grading": grading_states(batch, groups, unusable),
-        "mass_moved": moved / total if total else None,
+        "mass_moved": moved / total if total and ranked_count else None,
         "factors": _percentiles(all_factors, (10, 50, 90), ("p10", "median", "p90")),
         "lengths": {name: {part: stats(np.concatenate(values) if values else ()) for part, values in parts.items()}
                     for name, parts in lengths.items()},

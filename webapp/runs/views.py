@@ -24,7 +24,7 @@ from webapp.models import Run
 from webapp.rankings import RankingsHidden, Viewer
 from webapp.roles import RESEARCHER, has_role, may_export, reader_required, role_required
 from webapp.runs import selectors
-from webapp.runs.charts import DOTS_UP_TO, Series, step_chart
+from webapp.runs.charts import DOTS_UP_TO, Key, Series, step_chart
 from webapp.runs.forms import CompareForm, PruneForm
 from webapp.runs.services import run_prune
 
@@ -178,27 +178,39 @@ def run_prune_view(request, pk):
 
 
 def _charts(runs: list[selectors.RunFigures]) -> list[dict]:
-    """One chart per measure with data in some run: a line per (run, line) when comparing; on
-    one run's page, a click on a step opens its batch page with the chart's first line's filter,
-    and a click on a line's dot (when the steps are few) with that line's."""
+    """One chart per measure with data in some run. On one run's page a colour per line, and a
+    click on a step opens its batch page with the chart's first line's filter, on a line's dot
+    (when the steps are few) with that line's. When comparing, a colour per run and a dash
+    pattern per line: a colour per (run, line) made 14 lines no one could tell apart."""
     steps = sorted({step.number for r in runs for step in r.steps})
     measures = runs[0].measures if len(runs) == 1 else selectors.shown_measures(s for r in runs for s in r.steps)
     markers = [(n, f"{r.run.name}: {text}" if len(runs) > 1 else text) for r in runs for n, text in r.config_changes]
     aligned = [[by_number.get(n) for n in steps] for by_number in ({s.number: s for s in r.steps} for r in runs)]
     batch_url = reverse("batch", args=[0]).removesuffix("0/")  # "/batches/": a reverse per step is slow
+    comparing = len(runs) > 1
     out = []
     for measure in measures:
         series = []
-        for r, row in zip(runs, aligned, strict=True):
+        for run_index, (r, row) in enumerate(zip(runs, aligned, strict=True)):
             for i, line in enumerate(measure.lines):
                 values = [None if step is None else step.series.get(line.key) for step in row]
                 links = None
-                if len(runs) == 1 and (i == 0 or len(steps) <= DOTS_UP_TO):  # the columns' links, and each dot's
+                if not comparing and (i == 0 or len(steps) <= DOTS_UP_TO):  # the columns' links, and each dot's
                     query = f"?{line.drill}" if line.drill else ""
                     links = [f"{batch_url}{step.batch_id}/{query}" for step in row]
-                label = f"{r.run.name} · {line.label}" if len(runs) > 1 else line.label
-                series.append(Series(label=label, values=values, links=links))
+                if comparing:
+                    series.append(Series(label=f"{r.run.name} · {line.label}", values=values, colour=run_index,
+                                         dash=i))
+                else:
+                    series.append(Series(label=line.label, values=values, links=links))
+        legend, note = None, ""
+        if comparing:
+            legend = [Key(r.run.name, colour=n) for n, r in enumerate(runs)]
+            if len(measure.lines) > 1:
+                legend += [Key(line.label, dash=i) for i, line in enumerate(measure.lines)]
+                note = "Colour: the run. Dash: the line."
         out.append({"measure": measure, "svg": step_chart(title=measure.title, desc=measure.desc, steps=steps,
                                                           series=series, low=measure.low, high=measure.high,
-                                                          unit=measure.unit, markers=markers)})
+                                                          unit=measure.unit, markers=markers, legend=legend,
+                                                          note=note)})
     return out

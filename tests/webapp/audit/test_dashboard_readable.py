@@ -60,7 +60,7 @@ def test_bars_and_points_mark_only_the_values_over_few_groups():
                                                  Bar("uncounted", 0.5)])
     assert chart.count("chart-bar chart-few") == 1 and chart.count('class="chart-bar"') == 2
     assert ">n=1<" in chart and f">n={FEW}<" in chart and chart.count(">n=") == 2
-    assert "one: 1.000 [1.000, 1.000], n = 1" in chart  # the bar's tooltip
+    assert "<title>one\n1.000 [1.000, 1.000], n = 1</title>" in chart  # the bar's tooltip
     many = bar_chart(title="t", desc="d", bars=[Bar("many", 0.5, (0.4, 0.6), 40)])
     assert "chart-few" not in many and "dashed" not in many
     line = line_chart(title="t", desc="d", points=[Bar("v1", 0.2, None, 3), Bar("v2", 0.4, None, 30)])

@@ -68,4 +68,4 @@ def test_a_real_worker_regrades_the_gold_set_and_its_version_joins_the_drift_cha
     assert [p.version.version for p in drift.points] == [heuristic.VERSION]
     assert drift.points[0].agreement.kendall_tau.n == 3
     html = client.get(reverse("audit_dashboard"), {"batch": batch.pk}).content.decode()
-    assert f"<title>{heuristic.VERSION}: " in html.split('id="section-drift"')[1]
+    assert f"<title>{heuristic.VERSION}\n" in html.split('id="section-drift"')[1]

@@ -48,10 +48,11 @@ def test_the_run_page_draws_every_measure_with_drill_down_and_hover_numbers(clie
                 "review", "latency"):
         assert f'id="chart-{key}"' in body, key
     step1 = RunStep.objects.get(run=gagar, number=1)
-    assert f'<a href="{reverse("batch", args=[step1.batch_id])}?label=mixed" data-step="1">' in body  # a column
-    assert f'<a href="{reverse("batch", args=[step1.batch_id])}?label=all_fail" data-step="1">' in body  # a dot
+    batch = reverse("batch", args=[step1.batch_id])
+    assert f'<a href="{batch}?label=mixed" data-step="1" tabindex="-1">' in body  # a column
+    assert f'<a href="{batch}?label=all_fail" data-step="1" tabindex="-1">' in body  # a dot
     pass_rate = Batch.objects.get(pk=step1.batch_id).pass_rate
-    assert f"step 1: pass rate {pass_rate:.4g}" in body
+    assert f"step 1\npass rate {pass_rate:.4g}" in body
     assert "<h1 id=\"run-name\">gagar &lt;i&gt;1&lt;/i&gt;</h1>" in body and "<i>1</i>" not in body
     assert 'href="' + reverse("run_table", args=[gagar.pk]) + '"' in body
 
@@ -67,7 +68,7 @@ def test_the_table_and_the_csv_hold_the_charts_numbers(client, researcher, two_r
         assert int(row["trajectories"]) == batch.n_trajectories
         assert int(row["grading_graded"]) == batch.groups.filter(label="mixed").count()
     table = client.get(reverse("run_table", args=[gagar.pk])).content.decode()
-    assert "<th scope=\"col\">mass_moved</th>" in table and "gagar &lt;i&gt;1&lt;/i&gt;/step-2" in table
+    assert ">mass moved</th>" in table and "gagar &lt;i&gt;1&lt;/i&gt;/step-2" in table
 
 
 def test_compare_aligns_runs_by_step_with_the_difference_per_measure(client, researcher, two_runs):
