@@ -26,7 +26,8 @@ from grading.graders.heuristic import (
 # The penalty terms that mark the integrity of a change rather than its size or scope.
 INTEGRITY = ("unreadable", "special_cases", "test_removals", "test_edits", "stray_files",
              "debug_output", "commented_code", "whitespace", "removed_behaviour", "no_effect",
-             "breaks_tests", "fails_reward_files", "not_reproduced", "tampers_with_tests")
+             "breaks_tests", "fails_reward_files", "not_reproduced", "tampers_with_tests",
+             "diverges_from_reference")
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ FLAGS = (
     "breaks_tests",            # fails tests that most of the other passing candidates pass
     "tampers_with_tests",      # changes how the tests run or report: runner config, plugins, pytest's internals
     "fails_reward_files",      # fails tests of the test patch's files beyond the reward's that the reference passes
+    "diverges_from_reference",  # a call of a function the reference fix changes ends otherwise than with it
 )
 
 

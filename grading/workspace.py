@@ -25,15 +25,23 @@ from typing import TYPE_CHECKING
 from grading import evidence
 from grading.cases import GroupCase, TrajectoryCase
 from grading.diffs import MARKER_LABELS, FileDiff, parse_patch, patch_stats, unique_files
-from grading.execution.plan import REFERENCE
-from grading.execution.verdicts import breaks_tests, fails_reward_files, flaky, reference_control
+from grading.execution.plan import BASE, REFERENCE
+from grading.execution.verdicts import (
+    breaks_tests,
+    diverges_from_reference,
+    example_differences,
+    fails_reward_files,
+    flaky,
+    reference_control,
+    trace_control,
+)
 from grading.interdiff import interdiff
 from grading.rankings import FLAGS, InvalidRanking, validate_ranking
 
 if TYPE_CHECKING:  # the code tools import this module: they are handed in, not imported
     from grading.workspace_code import CodeTools
 
-PROMPT_VERSION = "5"
+PROMPT_VERSION = "6"
 EVIDENCE_TOOLS = ("evidence_consensus", "evidence_integrity", "evidence_minimality", "evidence_execution")
 CODE_TOOLS = ("view_file", "run_tests", "run")
 TOOLS = ("list_trajectories", "view_patch", "view_transcript", "search", "compare", "view_tests",
@@ -76,7 +84,8 @@ others share; test edits, stray files, debug output; size against the leanest.
 - {{"tool": "evidence_execution"}}: each candidate's code run in a sandbox against the reward's \
 tests, the whole files of the task's test patch, the codebase's existing tests and the tests other \
 candidates wrote: which it fails that the task's reference fix or the others pass, and which reward \
-verdicts do not reproduce.
+verdicts do not reproduce; the calls of the functions the reference fix changes that end otherwise \
+than with it, and the issue's examples run on the base code, the reference fix and each candidate.
 - {{"tool": "view_file", "label": "A", "path": "pkg/mod.py", "start": 1, "end": 80}}: lines \
 start..end of a file of A's code (the codebase with A's patch applied); a folder, or "", lists \
 its entries.
@@ -474,7 +483,7 @@ def execution_text(group: GroupCase, label_of) -> str:
         return f"{kind}:{label_of(author)}" if author else kind
 
     def name(tid: str) -> str:
-        return "the reference fix" if tid == REFERENCE else label_of(tid)
+        return "the reference fix" if tid == REFERENCE else "the base code" if tid == BASE else label_of(tid)
 
     lines = ["Execution evidence: each candidate's code run in a sandbox. Suites: reward (the reward's "
              "tests, with the task's test patch), reward_files (every test of the test patch's files, "
@@ -518,11 +527,44 @@ def execution_text(group: GroupCase, label_of) -> str:
     lines.append("Reward verdicts that do not reproduce: " + (
         "; ".join(f"{label_of(t)}: {why}" for t, why in sorted(unreproduced.items(),
                                                                 key=lambda kv: label_of(kv[0]))) or "none"))
+    lines += _probes_text(matrix, label_of, name)
     for skipped in matrix.skipped:
         who = ", ".join(name(c) for c in skipped.candidates)
         lines.append(f"Skipped {suite_name(skipped.suite) if skipped.suite != '*' else 'every suite'} "
                      f"for {who}: {skipped.reason}")
     return "\n".join(lines)
+
+
+def _probes_text(matrix, label_of, name) -> list[str]:
+    """The trace against the reference fix (each call a candidate ends otherwise) and the
+    statement's examples on the base code, the reference fix and each passing candidate."""
+    note = trace_control(matrix)
+    if note:
+        lines = [f"Trace against the reference fix: {note}."]
+    else:
+        diverging = diverges_from_reference(matrix)
+        lines = ["Calls of the functions the reference fix changes, traced through the test patch's tests, that "
+                 "end otherwise than the reference fix's same call: " + ("none" if not diverging else "; ".join(
+                     f"{label_of(t)}: " + ", ".join(str(d) for d in calls[:5])
+                     + (f", +{len(calls) - 5} more" if len(calls) > 5 else "")
+                     for t, calls in sorted(diverging.items(), key=lambda kv: label_of(kv[0]))))]
+    if not matrix.examples:
+        return lines
+    differing = example_differences(matrix)
+    lines.append("The statement's examples (shown, never ranked by alone), each run on the base code, the reference "
+                 "fix and each passing candidate: its output, an exception as its last line.")
+    ids = [tid for tid in (BASE, REFERENCE, *sorted((t for t, p in matrix.passed.items() if p), key=label_of))
+           if tid in matrix.probes and matrix.probes[tid].examples is not None]
+    for index, example in enumerate(matrix.examples):
+        lines.append(f"Example {index + 1}:\n{example.source.rstrip()}")
+        for tid in ids:
+            outcomes = matrix.probes[tid].examples.outcomes
+            outcome = outcomes[index] if index < len(outcomes) else None
+            ended = "" if outcome is None or outcome.status == "exit" else f" [{outcome.status}]"
+            shown = "did not run" if outcome is None else (outcome.output.rstrip() or "(no output)") + ended
+            mark = " (otherwise than the reference fix, which changes it)" if index in differing.get(tid, ()) else ""
+            lines.append(f"  {name(tid)}{mark}: {shown}")
+    return lines
 
 
 def _render_file(label: str, f: FileDiff) -> str:

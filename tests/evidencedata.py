@@ -79,6 +79,9 @@ CANDIDATES = {
 }
 
 
+STATEMENT = "clamp(x, low, high) returns x unchanged: clamp it."  # no example to run
+
+
 def python_with_pytest(root: Path) -> Path:
     """A virtual environment of the system's python3 with pytest, at `root`/env, readable by
     the sandbox's user; its interpreter's path."""
@@ -135,12 +138,12 @@ def store(root: Path) -> Path:
 
 
 def records(group_id: str, python: Path, scratch: Path, *, candidates=CANDIDATES, snapshot="calc",
-            reference: dict | None = None) -> list[dict]:
-    """The group's rollout records, its task (snapshot, test patch, reward tests, environment and,
-    given the files it writes, a reference fix) on the first line."""
+            reference: dict | None = None, statement: str = STATEMENT) -> list[dict]:
+    """The group's rollout records, its task (statement, snapshot, test patch, reward tests,
+    environment and, given the files it writes, a reference fix) on the first line."""
     lines = [{"group_id": group_id, "trajectory_id": tid, "reward": 1.0 if passed else 0.0,
               "patch": diff(files, scratch / tid)} for tid, (passed, files) in candidates.items()]
-    lines[0]["task"] = {"id": group_id, "statement": "clamp(x, low, high) returns x unchanged: clamp it.",
+    lines[0]["task"] = {"id": group_id, "statement": statement,
                         "snapshot": snapshot, "test_patch": diff({"tests/test_clamp.py": TEST_CLAMP},
                                                                  scratch / "test_patch"),
                         "reward_tests": REWARD_TESTS, "environment": environment(python)}

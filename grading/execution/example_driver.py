@@ -1,5 +1,5 @@
 """The examples' driver: runs the issue's examples on one copy of the code, each in a process of
-its own, and records what each printed and how it ended (docs/probes.md).
+its own, and records what each printed and how it ended (docs/execution.md, "Probes").
 
 It runs inside the sandbox, in the task's own interpreter: nothing on the host imports it but
 to check it (`examples.seat_examples` copies its text into a run's copy, in a folder of a

@@ -12,10 +12,12 @@ collect, a test the candidate's code does not have).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
+from grading.execution.examples import Example
 from grading.execution.plan import REFERENCE, Plan, Skipped
+from grading.execution.probes import Probe
 
 PASS, FAIL, ERROR, TIMEOUT, REFUSED, MISSING = "pass", "fail", "error", "timeout", "refused", "missing"
 RUN_STATUSES = (PASS, FAIL, ERROR, TIMEOUT, REFUSED)
@@ -77,17 +79,21 @@ class MatrixRun:
 class Matrix:
     """`passed`: the reward's verdict per candidate; `runs`: the runs done; `skipped`:
     those not done, with the reason. The task's reference fix, when it ran as a control, is
-    the candidate `REFERENCE` of its runs and skips, never one of `passed`."""
+    the candidate `REFERENCE` of its runs and skips, never one of `passed`. `probes`: each
+    probed candidate's probe (`REFERENCE`, `BASE` and passing candidates; plan.py), and `examples`
+    the statement's examples they ran, in their order."""
 
     passed: Mapping[str, bool]
     runs: tuple[MatrixRun, ...]
     skipped: tuple[Skipped, ...] = ()
+    probes: Mapping[str, Probe] = field(default_factory=dict)
+    examples: tuple[Example, ...] = ()
 
     @classmethod
     def build(cls, plan: Plan, outcomes: Mapping[str, RunOutcome],
-              skipped: tuple[Skipped, ...] = ()) -> Matrix:
-        """The matrix of `plan`, from the outcomes by key and the runs `run_planned`
-        skipped. ValueError for a run with neither an outcome nor a reason to have none."""
+              skipped: tuple[Skipped, ...] = (), probes: Mapping[str, Probe] | None = None) -> Matrix:
+        """The matrix of `plan`, from the outcomes and the probes by key and the runs and probes
+        `run_planned` skipped. ValueError for a run with neither an outcome nor a reason to have none."""
         all_skipped = (*plan.skipped, *skipped)
         left = {(s.suite, s.candidates) for s in all_skipped}
         runs = []
@@ -98,7 +104,10 @@ class Matrix:
             elif (run.suite, run.candidates) not in left:
                 raise ValueError(f"run {run.key} ({run.suite}, {', '.join(run.candidates)}): "
                                  "no outcome, and not skipped")
-        return cls(dict(plan.passed), tuple(runs), all_skipped)
+        probes = probes or {}
+        by_candidate = {candidate: probes[planned.key] for planned in plan.probes if planned.key in probes
+                        for candidate in planned.candidates}
+        return cls(dict(plan.passed), tuple(runs), all_skipped, by_candidate, plan.examples)
 
     @cached_property
     def _by_cell(self) -> dict[tuple[str, str], MatrixRun]:
@@ -137,6 +146,8 @@ class Matrix:
                       "tests": list(run.tests), "outcome": run.outcome.to_dict()}
                      for run in self.runs],
             "skipped": [s.to_dict() for s in self.skipped],
+            "probes": {candidate: probe.to_dict() for candidate, probe in self.probes.items()},
+            "examples": [{"source": e.source, "session": e.session} for e in self.examples],
         }
 
     @classmethod
@@ -144,5 +155,8 @@ class Matrix:
         runs = tuple(MatrixRun(str(run["key"]), str(run["suite"]), tuple(run["candidates"]),
                                tuple(run["tests"]), RunOutcome.from_dict(run["outcome"]))
                      for run in data["runs"])
+        # Matrices stored before the probes have no "probes" nor "examples": none were made.
         return cls({str(c): bool(p) for c, p in data["passed"].items()}, runs,
-                   tuple(Skipped.from_dict(s) for s in data["skipped"]))
+                   tuple(Skipped.from_dict(s) for s in data["skipped"]),
+                   {str(c): Probe.from_dict(p) for c, p in data.get("probes", {}).items()},
+                   tuple(Example(str(e["source"]), bool(e["session"])) for e in data.get("examples", ())))

@@ -21,6 +21,12 @@
 The task's reference fix, when it has one, runs `reward` and `reward_files` too, as a control:
 under the candidate id `REFERENCE`, out of `Plan.passed`, so that no grader ranks it.
 
+Beside the runs, probes (probes.py): the reference fix with the functions it changes traced
+through the test patch's files (the reward's tests without one), then the base code (the
+candidate id `BASE`) on the statement's examples alone, then each passing candidate as the
+reward applies it, traced like the reference and on the examples. A probe speaks for every
+candidate with the same key (`probe_key`). No reference fix: no trace, only the examples.
+
 A run's key is a digest of the codebase, the applied patch, the selected tests and the
 environment: two candidates with the same change share one run, and a run done once
 (for this group or another) is never done again.
@@ -36,6 +42,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from grading.execution.environment import Environment
+from grading.execution.examples import Example
+from grading.execution.probes import probe_key
 from grading.execution.selection import (
     PatchSplitError,
     file_patches,
@@ -46,6 +54,7 @@ from grading.execution.selection import (
     split_patch,
     without_files,
 )
+from grading.execution.trace import Target
 
 REWARD, REWARD_FILES, EXISTING, PEER = "reward", "reward_files", "existing", "peer"
 EVERY_SUITE = "*"
@@ -53,6 +62,8 @@ EVERY_SUITE = "*"
 # control character (the rollout format refuses them, grading/jsonl.py), so no trajectory is
 # ever this one; `plan_runs` refuses a candidate that claims it all the same.
 REFERENCE = "\x1freference"
+BASE = "\x1fbase"  # the base code, probed on the statement's examples: what the fix changes
+PROBE = "probe"  # the suite a skipped probe is named by
 
 ExistingTestsRule = Callable[[Sequence[str], Sequence[str]], list[str]]
 
@@ -98,6 +109,20 @@ class PlannedRun:
 
 
 @dataclass(frozen=True)
+class PlannedProbe:
+    """One probe: `patch` applied to the codebase, `tests` run with `targets` traced, then
+    `examples`. `candidates`: those it speaks for (`REFERENCE`, `BASE`, or candidates with the
+    same applied patch); `key`: its `probe_key`."""
+
+    key: str
+    candidates: tuple[str, ...]
+    patch: str
+    tests: tuple[str, ...]
+    targets: tuple[Target, ...]
+    examples: tuple[Example, ...]
+
+
+@dataclass(frozen=True)
 class Skipped:
     """Runs left out, and why: `suite` is the one skipped (`*`: every one)."""
 
@@ -118,6 +143,8 @@ class Plan:
     runs: tuple[PlannedRun, ...]
     skipped: tuple[Skipped, ...]
     passed: Mapping[str, bool]  # the reward's verdict, per candidate: never the reference fix
+    probes: tuple[PlannedProbe, ...] = ()
+    examples: tuple[Example, ...] = ()  # the statement's, as the probes run them
 
 
 def run_key(codebase_id: str, patch: str, tests: Sequence[str], environment: Environment) -> str:
@@ -127,9 +154,17 @@ def run_key(codebase_id: str, patch: str, tests: Sequence[str], environment: Env
     return hashlib.sha256(json.dumps(what, separators=(",", ":")).encode()).hexdigest()
 
 
+def applied_patch(patch: str, test_patch: str) -> str:
+    """`patch` as the reward applies it: its changes to the test patch's files and to the test
+    runner's configuration dropped (SWE-bench's harness resets them), the test patch on top."""
+    reset = [*(f.path for f in file_patches(test_patch)), *machinery_paths(patch)]
+    return join_patches(without_files(patch, reset), test_patch)
+
+
 def plan_runs(candidates: Sequence[Candidate], *, codebase_id: str,
               codebase_files: Sequence[str], environment: Environment,
               reward_tests: Sequence[str], test_patch: str = "", reference_patch: str | None = None,
+              targets: Sequence[Target] = (), examples: Sequence[Example] = (),
               existing_tests_rule: ExistingTestsRule = named_after_touched_modules,
               budget: GroupBudget = GroupBudget()) -> Plan:
     """The runs of one group, best first: the passing candidates' reward runs, the
@@ -138,16 +173,18 @@ def plan_runs(candidates: Sequence[Candidate], *, codebase_id: str,
 
     `codebase_files` lists the codebase's files (for `existing_tests_rule`); no reward
     runs without `reward_tests`, no reward-files runs without a test file in `test_patch`.
-    `reference_patch` is the task's own fix ("" or None: it has none). A candidate whose
-    patch cannot be cut by file is skipped whole, and so is such a reference fix. Raises
-    ValueError for repeated candidate ids or one that is `REFERENCE`, PatchSplitError for a
-    test patch that cannot be cut by file."""
+    `reference_patch` is the task's own fix ("" or None: it has none); `targets`, the functions
+    it changes (trace.traced_functions), are traced on it and on each passing candidate, and
+    `examples`, the statement's (examples.statement_examples), run on those and on the base
+    code: `Plan.probes`. A candidate whose patch cannot be cut by file is skipped whole, and
+    so is such a reference fix. Raises ValueError for repeated candidate ids or one that is
+    `REFERENCE` or `BASE`, PatchSplitError for a test patch that cannot be cut by file."""
     ids = [c.id for c in candidates]
     if len(set(ids)) != len(ids):
         raise ValueError(f"candidate ids repeat: {sorted(i for i, n in Counter(ids).items() if n > 1)}")
-    if REFERENCE in ids:
-        raise ValueError(f"a candidate's id is {REFERENCE!r}, which names the task's reference fix")
-    reset_paths = [f.path for f in file_patches(test_patch)]
+    for reserved, what in ((REFERENCE, "the task's reference fix"), (BASE, "the base code")):
+        if reserved in ids:
+            raise ValueError(f"a candidate's id is {reserved!r}, which names {what}")
     reward_files = runnable_test_files(test_patch)
     skipped: list[Skipped] = []
     parts: dict[str, tuple[str, str]] = {}  # candidate -> (code part, test part)
@@ -168,7 +205,7 @@ def plan_runs(candidates: Sequence[Candidate], *, codebase_id: str,
     runs = _Runs(codebase_id, environment)
 
     def as_the_reward_applies(c: Candidate) -> str:
-        return join_patches(without_files(c.patch, [*reset_paths, *machinery_paths(c.patch)]), test_patch)
+        return applied_patch(c.patch, test_patch)
 
     def add_reward_runs(group: list[Candidate]) -> None:
         if reward_tests:
@@ -210,7 +247,18 @@ def plan_runs(candidates: Sequence[Candidate], *, codebase_id: str,
     for run in planned[budget.runs:]:
         skipped.append(Skipped(run.suite, run.candidates,
                                f"over the group's budget of {budget.runs} runs"))
-    return Plan(tuple(planned[:budget.runs]), tuple(skipped), {c.id: c.passed for c in candidates})
+    traced = tuple(targets) if reference else ()
+    probes = _Probes(codebase_id, environment)
+    trace_tests = tuple(reward_files or reward_tests) if traced else ()
+    if reference and (traced or examples):
+        probes.add(REFERENCE, as_the_reward_applies(reference[0]), trace_tests, traced, examples)
+    if examples:
+        probes.add(BASE, "", (), (), examples)
+    if traced or examples:
+        for c in passing:
+            probes.add(c.id, as_the_reward_applies(c), trace_tests, traced, examples)
+    return Plan(tuple(planned[:budget.runs]), tuple(skipped), {c.id: c.passed for c in candidates},
+                tuple(probes.probes.values()), tuple(examples) if probes.probes else ())
 
 
 class _Runs:
@@ -226,3 +274,19 @@ class _Runs:
         run = self.runs.get((suite, key))
         candidates = (*run.candidates, candidate) if run else (candidate,)
         self.runs[suite, key] = PlannedRun(key, suite, candidates, patch, tuple(tests))
+
+
+class _Probes:
+    """Planned probes, one per key, each naming every candidate it speaks for."""
+
+    def __init__(self, codebase_id: str, environment: Environment) -> None:
+        self.codebase_id = codebase_id
+        self.environment = environment
+        self.probes: dict[str, PlannedProbe] = {}
+
+    def add(self, candidate: str, patch: str, tests: Sequence[str], targets: Sequence[Target],
+            examples: Sequence[Example]) -> None:
+        key = probe_key(self.codebase_id, patch, self.environment, tests=tests, targets=targets, examples=examples)
+        probe = self.probes.get(key)
+        candidates = (*probe.candidates, candidate) if probe else (candidate,)
+        self.probes[key] = PlannedProbe(key, candidates, patch, tuple(tests), tuple(targets), tuple(examples))

@@ -15,10 +15,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,9 +30,9 @@ from grading.execution.examples import (
     read_examples,
     seat_examples,
 )
-from grading.execution.runner import MachineError
+from grading.execution.machine import MachineError, attempt_folder
 from grading.execution.trace import TRACER_SOURCE, Target, TraceRecord, read_trace, seat_tracer, tracer_env
-from grading.sandbox import Limits, PatchRefused, RunResult, Sandbox, prepare_workdir, remove_tree
+from grading.sandbox import Limits, PatchRefused, RunResult, Sandbox, prepare_workdir
 from grading.sandbox import limits as sandbox_status
 
 
@@ -81,7 +79,7 @@ def run_probe(codebase: Path, patch: str, *, environment: Environment, sandbox: 
     machine kept it from running (no copy, a sandbox that could not start)."""
     deadline = time.monotonic() + seconds
     trace_tests = tuple(tests) if targets else ()
-    with _folder(workroot) as workdir:
+    with attempt_folder(workroot, "probe") as workdir:
         try:
             prepare_workdir(codebase, patch, into=workdir)
         except PatchRefused as refused:
@@ -133,17 +131,3 @@ def _run(sandbox: Sandbox, workdir: Path, script: str, environment: Environment,
     if result.status == sandbox_status.ERROR:  # it never reached the command (grading/sandbox/started.py)
         raise MachineError(f"the sandbox could not start the {what}", f"{result.output.strip()}\n{result.command}")
     return result
-
-
-@contextmanager
-def _folder(workroot: Path) -> Iterator[Path]:
-    """A copy's place in a new folder of `workroot`, removed after (as runner.run_planned's)."""
-    try:
-        folder = Path(tempfile.mkdtemp(prefix="probe-", dir=workroot))
-        folder.chmod(0o755)  # mkdtemp's 0700 would stop the sandbox's user on its way to the copy
-    except OSError as error:
-        raise MachineError("the probe's folder could not be made", str(error)) from error
-    try:
-        yield folder / "work"
-    finally:
-        remove_tree(folder)

@@ -17,16 +17,14 @@ print one of their own, which is what the referee's record is checked against.
 from __future__ import annotations
 
 import json
-import os
 import re
-import secrets
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from grading.diff_markers import is_runner_source
 from grading.execution.environment import REFEREE_SOURCE
 from grading.execution.matrix import ERROR, FAIL, PASS
+from grading.execution.records import read_record, seat
 from grading.execution.selection import file_patches
 from grading.sandbox import RunResult
 from grading.sandbox import limits as sandbox_status
@@ -75,10 +73,7 @@ def seat_referee(workdir: Path) -> str:
     """Write the referee into `workdir`, a run's copy, in a new folder of a random name
     that is also its module's: the name, for `Environment.test_script`. Random, so that a
     patch cannot name it in advance (a process that looks for it finds it: docs/sandbox.md)."""
-    name = "r" + secrets.token_hex(16)
-    (workdir / name).mkdir()
-    (workdir / name / f"{name}.py").write_text(REFEREE_SOURCE, encoding="utf-8")
-    return name
+    return seat(workdir, "r", REFEREE_SOURCE)
 
 
 @dataclass(frozen=True)
@@ -99,7 +94,7 @@ def read_referee(folder: Path, result: RunResult, patch: str) -> Refereed:
     """The run of `result` as the referee in `folder` recorded it; `patch` is the change
     the run applied, whose code files are the candidate's: a hook implemented in one of
     them is a plugin the candidate's code loaded."""
-    text, tampering = _results_text(folder)
+    text, tampering = read_record(folder, RESULTS, max_bytes=MAX_RESULTS_BYTES, owner="the referee")
     code_files = {f.path for f in file_patches(patch)
                   if not f.is_test and not f.configures_runner and not is_runner_source(f.path)}
     phases: dict[tuple[str, str], str] = {}
@@ -149,33 +144,6 @@ def read_referee(folder: Path, result: RunResult, patch: str) -> Refereed:
         f"the referee recorded nothing (exit code {result.exit_code}): pytest stopped before loading it, "
         "or the record was removed")
     return Refereed(PASS if passed else FAIL, tests, tuple(tampering), reason)
-
-
-def _results_text(folder: Path) -> tuple[str, list[str]]:
-    """The referee's record in `folder` ("" when there is none), and what was wrong with
-    it: the run's code could have put a link to a host file there, or a FIFO that would
-    block the read, or written past any record's size."""
-    try:
-        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return "", ["the referee's folder was removed"]
-    except OSError as error:
-        return "", [f"the referee's folder was replaced ({error.strerror})"]
-    try:
-        fd = os.open(RESULTS, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder_fd)
-    except FileNotFoundError:
-        return "", []
-    except OSError as error:
-        return "", [f"the referee's record was replaced ({error.strerror})"]
-    finally:
-        os.close(folder_fd)
-    with os.fdopen(fd, "rb") as results:
-        if not stat.S_ISREG(os.fstat(results.fileno()).st_mode):
-            return "", ["the referee's record was replaced by something not a file"]
-        data = results.read(MAX_RESULTS_BYTES + 1)
-    if len(data) > MAX_RESULTS_BYTES:
-        return "", [f"the referee's record was written past {MAX_RESULTS_BYTES // 1024**2} MiB"]
-    return data.decode("utf-8", "replace"), []
 
 
 def _record(line: str) -> dict | None:

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import fcntl
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Set
 from contextlib import contextmanager
 from pathlib import Path
 
 from grading.execution.environment import PYTEST, Environment
+from grading.execution.machine import MachineError, attempt_folder
 from grading.execution.matrix import ERROR, FAIL, LOG_TAIL_CHARS, PASS, REFUSED, TIMEOUT, RunOutcome
-from grading.execution.plan import Plan, PlannedRun, Skipped
+from grading.execution.plan import PROBE, Plan, PlannedProbe, PlannedRun, Skipped
+from grading.execution.probes import Probe, run_probe
 from grading.execution.reports import read_referee, seat_referee
 from grading.sandbox import (
     CommandSandbox,
@@ -35,7 +36,6 @@ from grading.sandbox import (
     Sandbox,
     SandboxConfigError,
     prepare_workdir,
-    remove_tree,
 )
 from grading.sandbox import limits as sandbox_status
 
@@ -51,21 +51,12 @@ class OutOfTime(Exception):
     """The group's time ran out during a run: it was cut short, and has no outcome."""
 
 
-class MachineError(Exception):
-    """A run that never reached its test command because of the worker's machine: a folder or
-    copy that could not be made, git that could not work, a sandbox that could not start. No
-    outcome of the candidate's. `str()` says what failed, without the machine's paths; `detail`
-    is everything the machine said, for the worker's log."""
-
-    def __init__(self, what: str, detail: str):
-        super().__init__(what)
-        self.detail = detail
-
-
 def run_planned(plan: Plan, *, codebase: Path, sandbox: Sandbox, workroot: Path,
                 environment: Environment, on_result: Callable[[PlannedRun, RunOutcome], None],
                 seconds: float, done: Set[str] = frozenset(),
-                stored: Callable[[str], RunOutcome | None] = lambda key: None) -> list[Skipped]:
+                stored: Callable[[str], RunOutcome | None] = lambda key: None,
+                on_probe: Callable[[PlannedProbe, Probe], None] | None = None,
+                stored_probe: Callable[[str], Probe | None] = lambda key: None) -> list[Skipped]:
     """Run `plan`'s runs in order, except those whose key is in `done`, and hand each
     outcome to `on_result`; runs that share a key run once. `seconds` is the group's
     time left: a run that has not started by then, or is still running then, is skipped,
@@ -78,7 +69,13 @@ def run_planned(plan: Plan, *, codebase: Path, sandbox: Sandbox, workroot: Path,
     after. A patch the sandbox refuses is a `refused` outcome, never run.
     Raises SandboxConfigError when the environment names an image the sandbox does not run,
     MachineError when the machine kept a run from its test command (nothing handed over for it).
+
+    Then `plan.probes`, alike: each probe's outcome to `on_probe` (`stored_probe` another
+    worker's), a key in `done` not probed again, a probe the group's time cut short skipped.
+    ValueError for a plan with probes and no `on_probe`.
     """
+    if plan.probes and on_probe is None:
+        raise ValueError("the plan has probes: run_planned needs on_probe to hand their outcomes to")
     _check_image(sandbox, environment)
     deadline = time.monotonic() + seconds
     outcomes: dict[str, RunOutcome] = {}
@@ -109,6 +106,33 @@ def run_planned(plan: Plan, *, codebase: Path, sandbox: Sandbox, workroot: Path,
                     continue
             outcomes[run.key] = outcome
             on_result(run, outcome)
+    probed: dict[str, Probe] = {}
+    for planned in plan.probes:
+        if planned.key in done:
+            continue
+        if planned.key in probed:
+            on_probe(planned, probed[planned.key])
+            continue
+        if time.monotonic() >= deadline:
+            skipped.append(Skipped(PROBE, planned.candidates,
+                                   f"the group's time ({seconds:g} s) ran out before it started"))
+            continue
+        with _key_held(workroot, planned.key, deadline) as held:
+            if not held:
+                skipped.append(Skipped(PROBE, planned.candidates,
+                                       f"the group's time ({seconds:g} s) ran out while another worker probed it"))
+                continue
+            probe = stored_probe(planned.key)
+            if probe is None:
+                probe = run_probe(codebase, planned.patch, environment=environment, sandbox=sandbox,
+                                  workroot=workroot, seconds=deadline - time.monotonic(), tests=planned.tests,
+                                  targets=planned.targets, examples=planned.examples)
+                if probe.notes and time.monotonic() >= deadline:  # cut by the group's time: no outcome to keep
+                    skipped.append(Skipped(PROBE, planned.candidates,
+                                           f"the group's time ({seconds:g} s) ran out during the probe"))
+                    continue
+            probed[planned.key] = probe
+            on_probe(planned, probe)
     return skipped
 
 
@@ -122,7 +146,7 @@ def _check_image(sandbox: Sandbox, environment: Environment) -> None:
 
 def _run_one(run: PlannedRun, codebase: Path, sandbox: Sandbox, workroot: Path,
              environment: Environment, deadline: float) -> RunOutcome:
-    with _attempt_folder(workroot, run.key) as workdir:
+    with attempt_folder(workroot, run.key) as workdir:
         try:
             prepare_workdir(codebase, run.patch, into=workdir)
         except PatchRefused as refused:
@@ -181,22 +205,6 @@ def _sandboxed(sandbox: Sandbox, workdir: Path, script: str, environment: Enviro
     if result.status == sandbox_status.TIMEOUT and wall_seconds < environment.wall_seconds:
         raise OutOfTime
     return result
-
-
-@contextmanager
-def _attempt_folder(workroot: Path, key: str) -> Iterator[Path]:
-    """Where this attempt's copy goes: inside `workroot`/<key>-<random>, a folder no other
-    attempt shares (another worker's on the same key, or one killed midway, whose leftovers
-    are the caller's sweep's), removed after."""
-    try:
-        folder = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=workroot))
-        folder.chmod(0o755)  # mkdtemp's 0700 would stop the sandbox's user on its way to the copy
-    except OSError as error:
-        raise MachineError("the run's folder could not be made", str(error)) from error
-    try:
-        yield folder / "work"
-    finally:
-        remove_tree(folder)
 
 
 @contextmanager

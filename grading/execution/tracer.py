@@ -1,5 +1,5 @@
 """The tracer: what the functions that the task's reference fix changes make of each call, while a
-run's tests or the issue's examples run (docs/probes.md).
+run's tests or the issue's examples run (docs/execution.md, "Probes").
 
 It runs inside the sandbox, in the task's own interpreter: nothing on the host imports it but
 to check it (`trace.seat_tracer` copies its text into a run's copy, in a folder of a random

@@ -24,15 +24,24 @@
   tests, which apply no other candidate's change) found it changing how the tests run or report:
   pytest's report forged, its internals replaced, a plugin of its code, an exit status or
   summary pytest did not give (reports.read_referee). A peer run applies its author's
-  tests too: what it finds is not the candidate's alone, and counts against none.
+  tests too: what it finds is not the candidate's alone, and counts against none. Its trace's
+  problems (a record swapped or forged: trace.read_trace) count too, as `trace: ...`.
+- `diverges_from_reference`: a passing candidate's traced calls of the functions the reference
+  fix changes that return or raise otherwise than the reference's same calls (trace.py). Counted
+  only where the reference's trace loaded whole and it passes its own reward tests here: never
+  against a majority of the candidates, which may share one mistake.
+- `example_differences`: the statement's examples on which a passing candidate ends otherwise
+  than the reference fix, where the fix changes what the base code does: shown, never ranked by.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from grading.execution.examples import ExampleComparison, compare_examples
 from grading.execution.matrix import ERROR, FAIL, MISSING, PASS, REFUSED, TIMEOUT, Matrix
-from grading.execution.plan import EVERY_SUITE, EXISTING, PEER, REFERENCE, REWARD, REWARD_FILES
+from grading.execution.plan import BASE, EVERY_SUITE, EXISTING, PEER, REFERENCE, REWARD, REWARD_FILES
+from grading.execution.trace import Divergence, compare_traces
 
 NOT_PASSED = (FAIL, ERROR, TIMEOUT, MISSING)
 CONCLUDED = (PASS, FAIL)
@@ -203,4 +212,63 @@ def tampers_with_tests(matrix: Matrix) -> dict[str, list[str]]:
             run = matrix.run_of(candidate, suite)
             if run is not None and run.outcome.tampering:
                 found.setdefault(candidate, []).extend(f"{suite}: {what}" for what in run.outcome.tampering)
+        probe = matrix.probes.get(candidate)
+        if probe is not None and probe.trace is not None and probe.trace.problems:
+            found.setdefault(candidate, []).extend(f"trace: {what}" for what in probe.trace.problems)
     return {candidate: list(dict.fromkeys(whats)) for candidate, whats in found.items()}
+
+
+def trace_control(matrix: Matrix) -> str:
+    """Why no candidate is held to the reference fix's trace ("" when they are)."""
+    if not matrix.reference:
+        return ("no reference fix: the trace against it needs one (the candidates are never traced against "
+                "each other's majority)")
+    reference = matrix.probes.get(REFERENCE)
+    if reference is None or reference.trace is None:
+        notes = f" ({'; '.join(reference.notes)})" if reference is not None and reference.notes else ""
+        return f"the reference fix was not traced{notes}: no function it changes was called, or none was probed"
+    if not reference.trace.loaded or reference.trace.problems:
+        return "the reference fix's trace did not load whole: " + ("; ".join(reference.trace.problems)
+                                                                   or "the tracer did not start")
+    if reference_control(matrix).machines:
+        return "the reference fix fails its own reward tests here: its trace holds no candidate to it"
+    return ""
+
+
+def diverges_from_reference(matrix: Matrix) -> dict[str, list[Divergence]]:
+    """{passing candidate: [divergence, ...]}: its traced calls whose outcome differs from the
+    reference fix's same call, sorted, when `trace_control` holds the candidates to it."""
+    if trace_control(matrix):
+        return {}
+    reference = matrix.probes[REFERENCE].trace
+    found = {}
+    for candidate, passed in matrix.passed.items():
+        probe = matrix.probes.get(candidate)
+        if not passed or probe is None or probe.trace is None or not probe.trace.loaded:
+            continue
+        divergences = compare_traces(reference, probe.trace)
+        if divergences:
+            found[candidate] = divergences
+    return found
+
+
+def example_comparisons(matrix: Matrix) -> dict[str, list[ExampleComparison]]:
+    """{probed candidate (`REFERENCE` too): each example on the base code, the reference fix and
+    it}; {} without examples, or without the base's or the reference's run of them."""
+    base, reference = matrix.probes.get(BASE), matrix.probes.get(REFERENCE)
+    if base is None or base.examples is None or reference is None or reference.examples is None:
+        return {}
+    return {candidate: compare_examples(base.examples, reference.examples, probe.examples)
+            for candidate, probe in matrix.probes.items()
+            if candidate != BASE and probe.examples is not None}
+
+
+def example_differences(matrix: Matrix) -> dict[str, list[int]]:
+    """{passing candidate: [example index, ...]}: the examples it ends otherwise than the reference
+    fix, where the fix changes what the base code does. Shown, never ranked by."""
+    found = {}
+    for candidate, comparisons in example_comparisons(matrix).items():
+        differing = [c.index for c in comparisons if c.like_reference is False and c.fix_changes_it]
+        if differing and matrix.passed.get(candidate):
+            found[candidate] = differing
+    return found

@@ -26,7 +26,10 @@ ranks below every fix without such a failure, the failing tests named in its rat
 that tampers with the test machinery (``tampers_with_tests``: its patch configures the test
 runner or reaches into it, or its own runs found pytest's report forged, its internals
 replaced, a plugin of its code, a summary or exit status pytest did not give) ranks below
-every fix that does not, what it did named in its rationale.
+every fix that does not, what it did named in its rationale. A fix whose traced calls of the
+functions the reference fix changes return or raise otherwise than the reference's same calls
+(``diverges_from_reference``) costs ``WEIGHTS["diverges_from_reference"]``, the first calls named;
+the statement's examples on which it differs from the reference are said, never ranked by.
 The rationale lists the features that cost the most, with the files behind them, so a
 reader can check every step; ``explain`` gives every term of every
 penalty, recomputed from the same inputs (the grading's page shows it: the
@@ -64,6 +67,8 @@ from grading.diffs import (
 from grading.effects import no_effect, removed_behaviour
 from grading.execution.verdicts import (
     breaks_tests,
+    diverges_from_reference,
+    example_differences,
     fails_reward_files,
     flaky,
     reference_control,
@@ -88,6 +93,7 @@ WEIGHTS: Mapping[str, float] = {
     "tokens": 0.1,           # per doubling of output tokens over the group's fewest
     "unreadable": 2.0,       # a patch that does not parse
     "removed_behaviour": 1.0,  # deleted returns, raises, yields or calls the hunk does not write again
+    "diverges_from_reference": 2.0,  # traced calls that return or raise otherwise than the reference fix's
     "no_effect": 2.0,        # over the largest penalty of a passing fix that has an effect
     # over the largest penalty of a passing fix without an execution failure:
     "breaks_tests": 3.0,     # fails tests (existing, or a peer's) that most other passing fixes pass
@@ -146,6 +152,10 @@ class Features:
     # how it changes the way the tests run or report: from its patch ("path:line `code`",
     # "path configures the test runner"), then from its runs ("suite: what")
     tampering: list[str] = field(default_factory=list)
+    # the traced calls whose outcome differs from the reference fix's (trace.Divergence in words),
+    # and the statement's examples (their numbers, from 1) it ends otherwise than the reference fix
+    divergences: list[str] = field(default_factory=list)
+    example_differences: list[int] = field(default_factory=list)
     # the code lines the fix adds outside tests and stray files, whitespace removed
     added_lines: frozenset[str] = frozenset()
     # filled in per group: how many other distinct passing changes there are, and the
@@ -345,6 +355,9 @@ def penalty_terms(f: Features, *, leanest: int, fewest_files: int, fewest_turns:
             "debug_leftovers", n=f.commented_lines)
     counted("removed_behaviour", f.removed_behaviour,
             f"removes behaviour it does not write again: {_names(f.removed_behaviour)}", "removed_behaviour")
+    counted("diverges_from_reference", f.divergences,
+            f"{len(f.divergences)} traced call(s) end otherwise than the reference fix's: {_names(f.divergences)}",
+            "diverges_from_reference")
     counted("unneeded_files", f.unneeded_files,
             f"changes files no other passing fix needed ({_names(f.unneeded_files)})", "out_of_scope_changes")
     counted("whitespace", (), f"{f.whitespace_hunks} whitespace-only hunk(s) ({_names(f.whitespace_files)})",
@@ -483,6 +496,9 @@ class HeuristicGrader(Grader):
                 head = (f"rank {position} of {n}{tied}, penalty {penalties[tid]:.2f}" if n > 1
                         else "the only passing trajectory")
                 decisive = [t.text for t in terms[tid] if t.points >= 0.05]
+                if f.example_differences:  # said, never ranked by
+                    decisive.append(f"ends the statement's example(s) {', '.join(map(str, f.example_differences))} "
+                                    "otherwise than the reference fix (not ranked by)")
                 if decisive:
                     out[tid] = f"{head}: " + "; ".join(decisive)
                 else:
@@ -519,12 +535,14 @@ def _rank_no_effect_last(features: Mapping[str, Features], terms: dict[str, list
 
 
 def _execution(features: Mapping[str, Features], group: GroupCase) -> None:
-    """Fill in `broken_tests`, `reward_files_failed` and `not_reproduced` from the group's
-    matrix, and put first in `tampering` what its runs found."""
+    """Fill in `broken_tests`, `reward_files_failed`, `not_reproduced`, `divergences` and
+    `example_differences` from the group's matrix, and put first in `tampering` what its runs found."""
     broken = breaks_tests(group.execution)
     unreproduced = flaky(group.execution)
     tampered = tampers_with_tests(group.execution)
     reward_files = fails_reward_files(group.execution)
+    diverging = diverges_from_reference(group.execution)
+    examples = example_differences(group.execution)
     bar = ("most other passing fixes pass" if reference_control(group.execution).bar is None
            else "the reference fix passes")
     for tid, f in features.items():
@@ -533,6 +551,8 @@ def _execution(features: Mapping[str, Features], group: GroupCase) -> None:
         f.reward_files_bar = bar
         f.not_reproduced = unreproduced.get(tid)
         f.tampering = tampered.get(tid, []) + f.tampering  # what was seen before what is read
+        f.divergences = [str(d) for d in diverging.get(tid, ())]
+        f.example_differences = [i + 1 for i in examples.get(tid, ())]
 
 
 def _rank_execution_failures_last(features: Mapping[str, Features], terms: dict[str, list[Term]]) -> None:

@@ -1,27 +1,35 @@
 """Reads of a group's execution evidence, for its page: the matrix as a table of tests by
 candidate (the task's reference fix first, set apart: the control, never ranked), the verdicts,
-and one run's log and the command that runs it again."""
+the calls that end otherwise than with the reference fix, the statement's examples on the base
+code, the reference fix and each candidate, and one run's log and the command that runs it again."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from grading.execution import (
+    BASE,
     REFERENCE,
     Matrix,
     MatrixRun,
     breaks_tests,
+    diverges_from_reference,
+    example_differences,
     fails_reward_files,
     flaky,
     reference_control,
     tampers_with_tests,
+    trace_control,
 )
+from grading.execution.examples import ExampleOutcome
+from grading.execution.trace import Divergence
 from webapp.cases import EVIDENCE_COLUMNS, evidence_of
 from webapp.models import Group, GroupEvidence
 
 MAX_ROWS = 300  # tests shown; the rest are counted
 MAX_CANDIDATES = 60  # columns shown
 REFERENCE_NAME = "reference fix"  # how the page names the candidate REFERENCE
+BASE_NAME = "base code"  # and the base code, probed on the statement's examples
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,22 @@ class Row:
     cells: list[Cell]
 
 
+@dataclass(frozen=True)
+class ExampleRow:
+    """One of the statement's examples: its source, then its output on each of the panel's
+    `example_columns` ("" where it did not run there); `differs`: per column, whether that
+    candidate ends it otherwise than the reference fix where the fix changes it."""
+
+    number: int
+    source: str
+    outputs: list[str]
+    differs: list[bool]
+
+    @property
+    def cells(self) -> list[tuple[str, bool]]:
+        return list(zip(self.outputs, self.differs, strict=True))
+
+
 @dataclass
 class Panel:
     """What the group page shows of the evidence: `matrix` None with `reason` when there is none."""
@@ -70,6 +94,11 @@ class Panel:
     control: list[str] = field(default_factory=list)  # what the reference fix's runs say of the suites
     flaky: list[tuple[str, str]] = field(default_factory=list)
     tampering: list[tuple[str, list[str]]] = field(default_factory=list)  # (trajectory id, what its runs saw)
+    divergences: list[tuple[str, list[Divergence]]] = field(default_factory=list)  # (trajectory id, calls)
+    trace_note: str = ""  # why no candidate is held to the reference fix's trace ("" when they are)
+    example_columns: list[str] = field(default_factory=list)  # the base code, the reference fix, candidates
+    examples: list[ExampleRow] = field(default_factory=list)
+    example_differences: list[tuple[str, list[int]]] = field(default_factory=list)  # (trajectory id, numbers)
     skipped: list[str] = field(default_factory=list)
     codebase: str = ""
     lowered: str = ""  # what the deployment lowered of the task's limits per run
@@ -119,14 +148,42 @@ def evidence_panel(group: Group, *, whole: bool = False) -> Panel:
                               else "most other passing candidates pass")
     panel.flaky = sorted(flaky(matrix).items())
     panel.tampering = sorted(tampers_with_tests(matrix).items())
+    panel.divergences = sorted(diverges_from_reference(matrix).items())
+    panel.trace_note = trace_control(matrix)
+    _examples(panel, matrix, [tid for tid in ran if tid != REFERENCE])
     panel.skipped = [f"{s.suite} for {', '.join(named(c) for c in s.candidates[:5])}"
                      f"{' ...' if len(s.candidates) > 5 else ''}: {s.reason}" for s in matrix.skipped]
     return panel
 
 
+def _examples(panel: Panel, matrix: Matrix, candidates: list[str]) -> None:
+    """The statement's examples by the base code, the reference fix and `candidates` (those of
+    them that ran them), and which candidates end one otherwise than the reference fix."""
+    if not matrix.examples:
+        return
+    columns = [tid for tid in (BASE, REFERENCE, *candidates) if tid in matrix.probes
+               and matrix.probes[tid].examples is not None]
+    differing = example_differences(matrix)
+    panel.example_columns = [named(tid) for tid in columns]
+    for index, example in enumerate(matrix.examples):
+        outcomes = [matrix.probes[tid].examples.outcomes for tid in columns]
+        panel.examples.append(ExampleRow(
+            index + 1, example.source,
+            [_shown(runs[index] if index < len(runs) else None) for runs in outcomes],
+            [index in differing.get(tid, ()) for tid in columns]))
+    panel.example_differences = [(tid, [i + 1 for i in indices]) for tid, indices in sorted(differing.items())]
+
+
+def _shown(outcome: ExampleOutcome | None) -> str:
+    if outcome is None:
+        return ""
+    ended = "" if outcome.status == "exit" else f"[{outcome.status}]"
+    return "\n".join(part for part in (outcome.output.rstrip("\n"), ended) if part) or "(no output)"
+
+
 def named(tid: str) -> str:
-    """A candidate as the page names it: its trajectory id, or the reference fix."""
-    return REFERENCE_NAME if tid == REFERENCE else tid
+    """A candidate as the page names it: its trajectory id, the reference fix or the base code."""
+    return REFERENCE_NAME if tid == REFERENCE else BASE_NAME if tid == BASE else tid
 
 
 def evidence_run(panel: Panel, key: str) -> MatrixRun | None:

@@ -3,10 +3,12 @@
 Before a group whose task names a codebase is graded, a worker runs its candidates' code
 against the reward's tests, the whole files of the task's test patch, the codebase's existing
 tests and the tests the candidates wrote, in the sandbox, with the task's reference fix run as a
-control of the first two (docs/execution.md, grading/execution/). What comes of it, the
-candidate x test matrix and the verdicts read from it (`breaks_tests`, `flaky`), is stored
-on the group (GroupEvidence), and every run's outcome by its key (EvidenceRun): another
-group, or this one after its worker was lost, never runs it again.
+control of the first two, and probes: the functions the reference fix changes traced on it and
+on each passing candidate, and the statement's examples run on those and the base code
+(docs/execution.md, grading/execution/). What comes of it, the candidate x test matrix with its
+probes and the verdicts read from it (`breaks_tests`, `flaky`), is stored on the group
+(GroupEvidence), every run's outcome by its key (EvidenceRun) and every probe's (EvidenceProbe):
+another group, or this one after its worker was lost, never runs it again.
 
 A pass is claimed work (webapp/work.py, `EVIDENCE`): launched by `evidence_launch` (a
 grading launch calls it), claimed by `evidence_process`, swept by `evidence_sweep`. Its
@@ -52,7 +54,11 @@ from grading.execution import (
     task_execution,
 )
 from grading.execution.environment import Environment
+from grading.execution.examples import statement_examples
+from grading.execution.probes import Probe
 from grading.execution.runner import MachineError
+from grading.execution.selection import file_patches
+from grading.execution.trace import Target, traced_functions
 from grading.sandbox import (
     Limits,
     Sandbox,
@@ -68,7 +74,7 @@ from webapp import work
 from webapp.bulk import insert_rows
 from webapp.cases import NAMES_CODEBASE
 from webapp.jobs import CPU, EVIDENCE_TASK
-from webapp.models import EvidenceRun, Group, GroupEvidence, Trajectory
+from webapp.models import EvidenceProbe, EvidenceRun, Group, GroupEvidence, Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -325,14 +331,17 @@ def _gather(group_id: int, mine) -> dict:
     budget = GroupBudget(existing_test_files=int(work.setting("evidence", "EXISTING_FILES")),
                          runs=int(work.setting("evidence", "RUNS")),
                          seconds=float(work.setting("evidence", "SECONDS")))
-    reference_patch = Group.objects.values_list("reference_patch", flat=True).get(pk=group_id)
+    reference_patch, statement = Group.objects.values_list("reference_patch", "statement").get(pk=group_id)
     plan = plan_runs([Candidate(tid, patch, passed) for tid, patch, passed, _ in rows],
                      codebase_id=codebase.id, codebase_files=codebase.files, environment=execution.environment,
                      reward_tests=execution.reward_tests, test_patch=execution.test_patch,
-                     reference_patch=reference_patch, budget=budget)
+                     reference_patch=reference_patch, targets=_traced(reference_patch, codebase.path),
+                     examples=statement_examples(statement), budget=budget)
     keys = {run.key for run in plan.runs}
     outcomes = {key: RunOutcome.from_dict(outcome)
                 for key, outcome in EvidenceRun.objects.filter(key__in=keys).values_list("key", "outcome")}
+    probes = {key: Probe.from_dict(probe) for key, probe in EvidenceProbe.objects.filter(
+        key__in=[planned.key for planned in plan.probes]).values_list("key", "probe")}
 
     def stored(key: str) -> RunOutcome | None:
         found = EvidenceRun.objects.filter(key=key).values_list("outcome", flat=True).first()
@@ -348,15 +357,42 @@ def _gather(group_id: int, mine) -> dict:
         # reads that outcome, this one too.
         outcomes[run.key] = outcome if created else RunOutcome.from_dict(row.outcome)
 
+    def stored_probe(key: str) -> Probe | None:
+        found = EvidenceProbe.objects.filter(key=key).values_list("probe", flat=True).first()
+        return None if found is None else Probe.from_dict(found)
+
+    def keep_probe(planned, probe: Probe) -> None:
+        with transaction.atomic():
+            row, created = EvidenceProbe.objects.get_or_create(key=planned.key, defaults={"probe": probe.to_dict()})
+            if not mine.update(spent_s=F("spent_s") + (probe.duration if created else 0.0)):
+                raise ClaimLost
+        probes[planned.key] = probe if created else Probe.from_dict(row.probe)
+
     spent = GroupEvidence.objects.values_list("spent_s", flat=True).get(pk=group_id)
     skipped = run_planned(plan, codebase=codebase.path, sandbox=sandbox, workroot=workroot(),
                           environment=execution.environment, on_result=keep, stored=stored,
-                          seconds=max(budget.seconds - spent, 0.0), done=set(outcomes))
-    matrix = Matrix.build(plan, outcomes, tuple(skipped))
+                          on_probe=keep_probe, stored_probe=stored_probe,
+                          seconds=max(budget.seconds - spent, 0.0), done=set(outcomes) | set(probes))
+    matrix = Matrix.build(plan, outcomes, tuple(skipped), probes)
     broken = breaks_tests(matrix)
     return {"status": DONE, "reason": "", "error": "", "codebase": codebase.id[:700], "matrix": matrix.to_dict(),
             "breaks": {tid: [list(cell) for cell in cells] for tid, cells in broken.items()},
             "flaky": flaky(matrix), "breaks_tests": bool(broken), "lowered": code.lowered}
+
+
+def _traced(reference_patch: str | None, checkout: Path) -> list[Target]:
+    """The functions of the checkout that `reference_patch` changes (trace.traced_functions),
+    read from the checkout's files it modifies; none for a fix that cannot be cut by file (the
+    plan skips it, saying so)."""
+    if not reference_patch:
+        return []
+    try:
+        paths = [f.path for f in file_patches(reference_patch)]
+    except PatchSplitError:
+        return []
+    base = {path: (checkout / path).read_text(encoding="utf-8", errors="replace")
+            for path in paths if (checkout / path).is_file()}
+    return traced_functions(reference_patch, base)
 
 
 def _sandbox(environment: Environment) -> Sandbox:

@@ -7,7 +7,7 @@ Migrations 0001 and 0003 name the default callables by their old path
 
 from webapp.models.annotation import Annotation, AnnotationPolicy, Lease, default_review_criteria
 from webapp.models.audit import AuditFigures, AuditItem, AuditSet, AuditVerdict, GoldGroup, ReferenceProxy
-from webapp.models.evidence import EvidenceRun, GroupEvidence
+from webapp.models.evidence import EvidenceProbe, EvidenceRun, GroupEvidence
 from webapp.models.exports import ApiToken, Export
 from webapp.models.grading import Grading, GradingRun, GradingTranscript
 from webapp.models.renders import BatchPatch, PatchRender
@@ -17,7 +17,7 @@ from webapp.models.search import SearchState
 
 __all__ = [
     "Annotation", "AnnotationPolicy", "ApiToken", "AuditFigures", "AuditItem", "AuditSet", "AuditVerdict", "Batch",
-    "BatchFigures", "BatchPatch", "EvidenceRun", "Export", "GoldGroup", "Grading", "GradingRun", "GradingTranscript",
-    "Group", "GroupEvidence", "Lease", "PatchRender", "ReferenceProxy", "Run", "RunStep", "SearchState", "Trajectory",
-    "Transcript", "default_advantage_config", "default_review_criteria",
+    "BatchFigures", "BatchPatch", "EvidenceProbe", "EvidenceRun", "Export", "GoldGroup", "Grading", "GradingRun",
+    "GradingTranscript", "Group", "GroupEvidence", "Lease", "PatchRender", "ReferenceProxy", "Run", "RunStep",
+    "SearchState", "Trajectory", "Transcript", "default_advantage_config", "default_review_criteria",
 ]

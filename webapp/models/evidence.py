@@ -1,5 +1,5 @@
 """Execution evidence (webapp/evidence): a group's candidates run against tests in the sandbox,
-and the outcome of each run, kept by its key for any group that plans the same run."""
+and the outcome of each run and probe, kept by its key for any group that plans the same one."""
 
 from django.db import models
 
@@ -57,6 +57,19 @@ class EvidenceRun(models.Model):
 
     key = models.CharField(max_length=64, primary_key=True)
     outcome = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.key
+
+
+class EvidenceProbe(models.Model):
+    """One probe's outcome (grading.execution.Probe.to_dict) by its key (probes.probe_key): the
+    reference fix's, the base code's or a candidate's traced calls and the statement's examples.
+    Apart from the runs: a probe is no run's outcome, and any group with the same key reuses it."""
+
+    key = models.CharField(max_length=64, primary_key=True)
+    probe = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):

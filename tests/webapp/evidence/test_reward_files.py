@@ -61,7 +61,9 @@ def test_the_group_page_shows_the_reference_fix_column_and_the_candidate_that_fa
     gradings_release(group_pks=[group.pk])
     gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
     grading = run.gradings.get()
-    assert grading.tiers[-1] == ["misses_inside"] and grading.flags == {"misses_inside": ["fails_reward_files"]}
+    # Traced, its clamp(x=5, low=0, high=10) returns 10 where the reference fix's returns 5.
+    assert grading.tiers[-1] == ["misses_inside"]
+    assert grading.flags == {"misses_inside": ["diverges_from_reference", "fails_reward_files"]}
     assert evidencedata.INSIDE_TEST in grading.rationales["misses_inside"]
 
 

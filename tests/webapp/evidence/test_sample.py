@@ -45,8 +45,10 @@ def test_each_planted_lucky_pass_is_caught_named_and_ranked_last_and_no_correct_
     assert ["existing", "tests/test_parsing.py::test_parse_amount[EUR 12.50-expected3]"] in caught["r3"]
     assert ["peer:r2", "tests/test_parsing.py::test_parse_amount_with_code_and_separators"] in caught["r3"]
     grading = graded["invoicekit-101"]
-    # The test patch's file, run whole, holds that test too: the reference fix passes it, r3 does not.
-    assert grading.tiers[-1] == ["r3"] and grading.flags["r3"] == ["breaks_tests", "fails_reward_files"]
+    # The test patch's file, run whole, holds that test too: the reference fix passes it, r3 does not;
+    # and traced, r3's parse_amount returns otherwise than the reference fix's on those calls.
+    assert grading.tiers[-1] == ["r3"]
+    assert grading.flags["r3"] == ["breaks_tests", "diverges_from_reference", "fails_reward_files"]
     assert "EUR 12.50" in grading.rationales["r3"]
     assert fails_reward_files(Matrix.from_dict(evidence("invoicekit-101").matrix)) == {
         "r3": ["tests/test_parsing.py::test_parse_amount[12.50 GBP-expected4]",
