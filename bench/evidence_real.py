@@ -1,31 +1,33 @@
-"""Execution evidence on real SWE-bench groups: for how many passing patches it differs from
-the tests' verdict (docs/performance.md, "Execution evidence", issue 25).
+"""Execution evidence on real SWE-bench groups: what each suite flags among the passing patches,
+what it costs, and which rankings it changes (docs/performance.md, "Real SWE-bench groups";
+issues 25 and 32).
 
-    .venv/bin/python bench/evidence_real.py ROLLOUTS.jsonl CODEBASES DATASET.json --envs ENVS \
-        [--work WORK] [--jobs 2] [--group GROUP_ID ...] [--out RESULTS.json]
+    .venv/bin/python bench/evidence_real.py --data ROLLOUTS.jsonl --tasks TASKS.json \
+        --codebases CODEBASES --envs ENVS [--work WORK] [--jobs 1] [--group GROUP_ID ...] \
+        [--no-probes] [--out RESULTS.jsonl]
 
-- ROLLOUTS.jsonl: groups in the import format (docs/rollout-format.md), SWE-bench style: each
-  line's `task` has `id`, `repo`, `base_commit` and `reference_patch`. Nothing is imported.
-- CODEBASES: a codebase store, the layout `GAGAR_CODEBASES` has (git mirrors, docs/execution.md).
-- DATASET.json: the SWE-bench dataset (JSON array or JSON Lines, as published): per
+- ROLLOUTS.jsonl: groups in the import format (docs/rollout-format.md): each line's `task` has
+  `id` (an `instance_id` of the task file), `repo`, `base_commit`, `statement` and
+  `reference_patch` (the human fix). Nothing is imported.
+- TASKS.json: the task file as SWE-bench publishes it (a JSON array or JSON Lines): per
   `instance_id`, `test_patch`, `FAIL_TO_PASS`, `PASS_TO_PASS`, `version`.
+- CODEBASES: a codebase store, the layout `GAGAR_CODEBASES` has (`<owner>/<name>.git` git
+  mirrors, docs/execution.md); default `$GAGAR_CODEBASES`.
 - ENVS: where the test environments are built (a virtual environment per recipe, from PyPI),
   a folder outside /tmp and /work that the sandbox shows read-only. An interpreter the sandbox
   cannot see (pyenv's, under the home folder) is copied there first.
 - WORK: the checkouts and the runs' copies (default `$GAGAR_DATA_DIR/evidence-real`).
 
-Per group whose repository has a mirror and a recipe (`RECIPES`), the pure core plans its runs
-(`plan_runs`: the reward's tests after `test_patch`, the existing tests of the touched modules,
-the peers' tests) and runs them in the bwrap sandbox (`run_planned`), with controls: the
-reference fix on the reward's tests, the base commit and the reference fix on the existing
-tests. A passing patch's evidence *differs from the tests' verdict* when
-- its reward tests do not reproduce: a reward test fails for it that the reference fix passes
-  here (a test the reference fails here too says something about this machine, not the patch);
-- it breaks existing tests: one that the base commit and the reference fix pass fails for it
-  (an old test that the fix is meant to change, rewritten by the test patch, fails for both);
-- it fails peer tests that most other passing patches pass (`breaks_tests`, peer suites).
-It prints the groups and passing patches considered and skipped (with the reason), those
-counts, a few examples and the wall time.
+Per group whose repository has a mirror and a recipe (`RECIPES`), the pass runs as the app runs
+it: `plan_runs` with the task's reference fix as the control (`REFERENCE`), the reward, reward
+files, existing and peer suites, and (unless --no-probes) the trace against the reference fix and
+the statement's examples; `run_planned` runs it in the bwrap sandbox. The heuristic grader ranks
+the group without the evidence and with the matrix. Per group, one JSON line: the ranking before
+and after, each passing candidate's flags and rationale, and each suite's verdicts (which
+candidates it flags, and why) with its runs and seconds. It prints, per suite, the passing
+patches it flags and its seconds of runs per candidate, and the groups whose ranking changed.
+A group that cannot run (no task row, recipe, mirror or environment) is reported skipped, with
+the reason.
 """
 
 from __future__ import annotations
@@ -42,13 +44,15 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grading.execution import (  # noqa: E402  (the path above)
+from grading.cases import GraderError, GroupCase, TrajectoryCase  # noqa: E402  (the path above)
+from grading.execution import (  # noqa: E402
+    REFERENCE,
     Candidate,
     CodebaseStore,
     Environment,
@@ -56,32 +60,32 @@ from grading.execution import (  # noqa: E402  (the path above)
     Matrix,
     NoCodebase,
     PatchSplitError,
-    Plan,
-    PlannedRun,
     breaks_tests,
+    diverges_from_reference,
+    example_differences,
+    fails_reward_files,
     flaky,
     plan_runs,
-    run_key,
+    reference_control,
     run_planned,
+    tampers_with_tests,
     task_execution,
+    trace_control,
 )
-from grading.execution.matrix import PASS  # noqa: E402
-from grading.execution.plan import EXISTING, PEER, REWARD  # noqa: E402
-from grading.execution.selection import (  # noqa: E402
-    file_patches,
-    join_patches,
-    runnable_test_files,
-    split_patch,
-    without_files,
-)
+from grading.execution.examples import statement_examples  # noqa: E402
+from grading.execution.plan import EXISTING, PEER, REWARD, REWARD_FILES  # noqa: E402
+from grading.execution.selection import file_patches, runnable_test_files  # noqa: E402
 from grading.execution.test_ids import is_node_id, pytest_node_ids  # noqa: E402
-from grading.execution.verdicts import NOT_PASSED  # noqa: E402
+from grading.execution.trace import traced_functions  # noqa: E402
+from grading.graders.heuristic import HeuristicGrader  # noqa: E402
 from grading.sandbox import BwrapSandbox, PatchRefused, prepare_workdir  # noqa: E402
 from grading.sandbox.bwrap import SYSTEM_PATHS  # noqa: E402
 
 PYTEST = "pytest==7.4.4"  # the last to run on every Python from 3.7, and to keep nose-style set-ups
 RUN_PYTEST = "python -m pytest -rA -p no:cacheprovider {tests}"
-REFERENCE, BASE, REFERENCE_EXISTING = "control:reference", "control:base", "control:reference-existing"
+# The sections of a group's line, in the order they are printed: a suite of runs, or a verdict
+# read across them (tampering) or from the probes (trace, examples).
+SECTIONS = (REWARD, REWARD_FILES, EXISTING, PEER, "tampering", "trace", "examples")
 
 
 @dataclass(frozen=True)
@@ -90,18 +94,27 @@ class Recipe:
     finds), the PyPI requirements of its environment (`packages`, and more or others by
     the task's SWE-bench `version` in `by_version`, the longest matching prefix), the test
     command with {tests} (report `pytest`, so `-rA`). The repository's own code is run from
-    the copy, never installed."""
+    the copy, never installed. `setup`: shell lines run in the copy first, with {version} and
+    {version_tuple} (the task's version, as a string and as a tuple of numbers)."""
 
     python: str
     packages: tuple[str, ...]
     test_command: str = RUN_PYTEST
     by_version: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     wall_seconds: float = 300.0
-    setup: tuple[str, ...] = ()  # shell lines run in the copy first; {version} is the task's
+    setup: tuple[str, ...] = ()
 
     def requirements(self, version: str) -> tuple[str, ...]:
         matches = [v for v in self.by_version if version == v or version.startswith(f"{v}.")]
         return self.packages + (self.by_version[max(matches, key=len)] if matches else ())
+
+    def setup_lines(self, version: str) -> tuple[str, ...]:
+        """The setup for a task of `version`. ValueError when it needs a version and has none."""
+        if any("{version" in line for line in self.setup) and not version:
+            raise ValueError("the task file gives no `version`, which this recipe's setup writes")
+        numbers = tuple(int(part) for part in version.split(".") if part.isdigit())
+        return tuple(line.replace("{version_tuple}", repr(numbers)).replace("{version}", version)
+                     for line in self.setup)
 
 
 _PYTEST_5 = ("atomicwrites==1.4.1", "attrs==23.1.0", "more-itertools==10.1.0", "packaging==23.1",
@@ -111,14 +124,22 @@ _SEABORN = ("contourpy==1.1.0", "cycler==0.11.0", "fonttools==4.42.1", "kiwisolv
             "matplotlib==3.7.2", "numpy==1.25.2", "packaging==23.1", "pillow==10.0.0",
             "pyparsing==3.0.9", "python-dateutil==2.8.2", "pytz==2023.3.post1", "scipy==1.11.2",
             "six==1.16.0", "tzdata==2023.1", PYTEST)
+# setuptools_scm writes pytest's _pytest/_version.py when pytest is installed: here, the setup
+# does, as its template has it. From 7.0 pytest imports `version_tuple` beside `version`, in a
+# try whose fallback makes the version "unknown", which its own `minversion` check cannot parse:
+# without the tuple, pytest 7 and 8 stop at start.
+_PYTEST_VERSION_FILE = ("test -e src/_pytest/_version.py || printf '%s\\n' "
+                        "'__version__ = version = \"{version}\"' "
+                        "'__version_tuple__ = version_tuple = {version_tuple}' > src/_pytest/_version.py")
 
 # The pins follow SWE-bench's harness (swebench/harness/constants) where it pins; Python 3.9 as
 # it has for these repositories (their old releases import what 3.10 removed).
 RECIPES: dict[str, Recipe] = {
-    # pytest runs its own tests: its code from the copy's src/, its dependencies from PyPI.
-    # setuptools_scm writes _pytest/_version.py when pytest is installed: here, the setup does.
-    "pytest-dev/pytest": Recipe("3.9", (), 'PYTHONPATH="$PWD/src" ' + RUN_PYTEST, setup=(
-        "test -e src/_pytest/_version.py || echo 'version = \"{version}\"' > src/_pytest/_version.py",), by_version={
+    # pytest runs its own tests: its code from the copy's src/, its dependencies from PyPI. The
+    # runner's PYTHONPATH is kept: it is how pytest finds the referee (a plugin of the runner's).
+    "pytest-dev/pytest": Recipe("3.9", (), 'PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" ' + RUN_PYTEST,
+                                setup=(_PYTEST_VERSION_FILE,),
+                                by_version={
         "4": _PYTEST_5, "5": _PYTEST_5,
         "6": ("attrs==23.1.0", "iniconfig==2.0.0", "packaging==23.1", "pluggy==0.13.1", "py==1.11.0",
               "toml==0.10.2", "more-itertools==10.1.0"),
@@ -130,11 +151,11 @@ RECIPES: dict[str, Recipe] = {
     # py: sympy before 1.6 reaches pytest through py.test, which pytest's own stand-in lacks.
     "sympy/sympy": Recipe("3.9", ("mpmath==1.3.0", "py==1.11.0", PYTEST), wall_seconds=600.0),
     # requests' old test suites call httpbin.org: no network in the sandbox, so they fail for
-    # every patch and the reference alike (counted as the machine's, not the patches').
+    # every patch and the reference alike (the reference control excuses them).
     "psf/requests": Recipe("3.9", (PYTEST,)),
-    "mwaskom/seaborn": Recipe("3.9", _SEABORN, by_version={"0.12": ("pandas==2.0.0",),
-                                                           "0.13": ("pandas==2.0.0",),
-                                                           "0.11": ("pandas==1.3.5",)}),
+    # pandas 1.x for every seaborn: until late in 0.12 its code asks pandas for the option
+    # `mode.use_inf_as_null`, which pandas 2.0 removed (mwaskom__seaborn-3010 draws nothing with it).
+    "mwaskom/seaborn": Recipe("3.9", (*_SEABORN, "pandas==1.3.5")),
 }
 NO_RECIPE = {
     "django/django": "its tests run with tests/runtests.py, not pytest",
@@ -237,21 +258,29 @@ def build_environment(repo: str, recipe: Recipe, version: str, envs: Path) -> st
 def read_groups(path: Path) -> dict[str, list[dict]]:
     groups: dict[str, list[dict]] = {}
     with path.open(encoding="utf-8-sig") as lines:
-        for line in lines:
+        for number, line in enumerate(lines, 1):
             if line.strip():
-                record = json.loads(line)
-                groups.setdefault(record["group_id"], []).append(record)
+                try:
+                    record = json.loads(line)
+                    groups.setdefault(record["group_id"], []).append(record)
+                except (ValueError, KeyError, TypeError) as error:
+                    raise SystemExit(f"{path}:{number}: not a rollout line ({type(error).__name__}: {error})") from None
     return groups
 
 
-def read_dataset(path: Path) -> dict[str, dict]:
+def read_tasks(path: Path) -> dict[str, dict]:
+    """{instance_id: row} of a task file: a JSON array, one object, or JSON Lines."""
     text = path.read_text(encoding="utf-8-sig")
     try:
         rows = json.loads(text)
     except ValueError:
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-    if isinstance(rows, dict):
-        rows = [rows]
+        try:
+            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError as error:
+            raise SystemExit(f"{path}: neither JSON nor JSON Lines ({error})") from None
+    rows = [rows] if isinstance(rows, dict) else rows
+    if not all(isinstance(row, dict) and "instance_id" in row for row in rows):
+        raise SystemExit(f"{path}: every task needs an `instance_id` (a SWE-bench task file)")
     return {row["instance_id"]: row for row in rows}
 
 
@@ -264,27 +293,10 @@ def passed(record: dict) -> bool:
     return bool(given) if given is not None else float(record["reward"]) >= 1.0
 
 
-# --- one group ---------------------------------------------------------------------------
-
-
-@dataclass
-class GroupResult:
-    group: str
-    repo: str
-    passing: int
-    skipped: str = ""                                          # why the whole group was skipped
-    candidates: dict[str, dict] = field(default_factory=dict)  # passing candidate -> findings
-    skipped_candidates: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    runs: int = 0
-
-
 def reward_test_ids(codebase_path: Path, test_patch: str, names: Sequence[str],
                     work: Path) -> tuple[list[str], list[str]]:
-    """The reward's tests as pytest node ids: bare names looked up in the test patch's files."""
-    if all(is_node_id(name) for name in names):
-        return pytest_node_ids(names, {})
+    """The reward's tests as pytest node ids: bare names looked up in the test patch's files.
+    Raises PatchRefused when the test patch does not apply to the codebase."""
     scratch = Path(tempfile.mkdtemp(prefix="ids-", dir=work))
     try:
         tree = prepare_workdir(codebase_path, test_patch, into=scratch / "tree")
@@ -292,18 +304,44 @@ def reward_test_ids(codebase_path: Path, test_patch: str, names: Sequence[str],
                  for path in runnable_test_files(test_patch) if (tree / path).is_file()}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return pytest_node_ids(names, files)
+    return pytest_node_ids(names, {} if all(is_node_id(name) for name in names) else files)
 
 
-def test_status(tests: Mapping[str, str], test: str) -> str | None:
-    """A test's status in a run's report; a function run whole (its parameter cut short in
-    the reward's name) passes when every parameter set of it passes."""
-    if test in tests:
-        return tests[test]
-    sets = [s for name, s in tests.items() if name.startswith(f"{test}[")]
-    if not sets:
-        return None
-    return PASS if all(s == PASS for s in sets) else next(s for s in sets if s != PASS)
+def traced(reference_patch: str, checkout: Path) -> list:
+    """The functions the reference fix changes, read from the checkout (as the app reads them)."""
+    try:
+        paths = [f.path for f in file_patches(reference_patch)]
+    except PatchSplitError:
+        return []
+    base = {path: (checkout / path).read_text(encoding="utf-8", errors="replace")
+            for path in paths if (checkout / path).is_file()}
+    return traced_functions(reference_patch, base)
+
+
+# --- one group ---------------------------------------------------------------------------
+
+
+@dataclass
+class GroupResult:
+    """One group's line of the output; `skipped` says why it was not measured."""
+
+    group: str
+    repo: str
+    passing: int
+    skipped: str = ""
+    notes: list[str] = field(default_factory=list)
+    before: list[list[str]] = field(default_factory=list)
+    after: list[list[str]] = field(default_factory=list)
+    candidates: dict[str, dict] = field(default_factory=dict)  # passing candidate -> flags, rationale
+    suites: dict[str, dict] = field(default_factory=dict)      # section -> flagged, runs, seconds
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return not self.skipped and self.before != self.after
+
+    def line(self) -> dict:
+        return {**self.__dict__, "changed": self.changed}
 
 
 def measure_group(group: str, records: list[dict], instance: dict, python: str, recipe: Recipe,
@@ -311,21 +349,18 @@ def measure_group(group: str, records: list[dict], instance: dict, python: str, 
     started = time.monotonic()
     task = group_task(records)
     result = GroupResult(group, task.get("repo", ""), sum(passed(r) for r in records))
+    version = str(instance.get("version") or "")
     try:
         codebase = store.checkout(repo=task.get("repo", ""), base_commit=task.get("base_commit", ""))
-        version = str(instance.get("version", ""))
         environment = Environment(recipe.test_command, python=python, report="pytest",
-                                  setup=tuple(line.replace("{version}", version) for line in recipe.setup),
+                                  setup=recipe.setup_lines(version),
                                   wall_seconds=min(args.wall_seconds, recipe.wall_seconds))
-        execution = task_execution({**task, "environment": environment.to_dict(),
-                                    "test_patch": instance.get("test_patch", ""),
-                                    "FAIL_TO_PASS": instance.get("FAIL_TO_PASS"),
-                                    "PASS_TO_PASS": instance.get("PASS_TO_PASS")})
-    except NoCodebase as error:
+        swe_bench = {key: instance.get(key) for key in ("test_patch", "FAIL_TO_PASS", "PASS_TO_PASS")}
+        execution = task_execution({**task, **swe_bench, "environment": environment.to_dict()})
+        reward, unknown = reward_test_ids(codebase.path, execution.test_patch, execution.reward_tests, work)
+    except (NoCodebase, ValueError) as error:
         result.skipped = str(error)
         return result
-    try:
-        reward, unknown = reward_test_ids(codebase.path, execution.test_patch, execution.reward_tests, work)
     except (PatchRefused, PatchSplitError) as error:
         result.skipped = f"the test patch does not apply: {error}"
         return result
@@ -335,153 +370,134 @@ def measure_group(group: str, records: list[dict], instance: dict, python: str, 
     if not reward:
         result.skipped = "no reward test could be named for pytest"
         return result
+    reference_patch = task.get("reference_patch") or ""
     candidates = [Candidate(r["trajectory_id"], r["patch"], passed(r)) for r in records]
-    budget = GroupBudget(existing_test_files=args.existing_files, runs=args.runs, seconds=args.group_seconds)
-    plan = plan_runs(candidates, codebase_id=codebase.id, codebase_files=codebase.files,
-                     environment=environment, reward_tests=reward, test_patch=execution.test_patch,
-                     budget=budget)
-    # The controls: the reference fix on the reward's tests, the base commit on the existing tests.
-    reset = [f.path for f in file_patches(execution.test_patch)]
-    reference_patch = join_patches(without_files(task.get("reference_patch") or "", reset), execution.test_patch)
-    existing = next((run.tests for run in plan.runs if run.suite == EXISTING), ())
-    controls = [PlannedRun(run_key(codebase.id, reference_patch, reward, environment), REFERENCE,
-                           (REFERENCE,), reference_patch, tuple(reward))]
-    if existing:  # an existing test the fix is meant to change (its new form in the test patch) fails for both
-        reference_code = split_patch(task.get("reference_patch") or "")[0]
-        controls += [PlannedRun(run_key(codebase.id, "", existing, environment), BASE, (BASE,), "", existing),
-                     PlannedRun(run_key(codebase.id, reference_code, existing, environment), REFERENCE_EXISTING,
-                                (REFERENCE_EXISTING,), reference_code, existing)]
-    outcomes: dict = {}
+    plan = plan_runs(candidates, codebase_id=codebase.id, codebase_files=codebase.files, environment=environment,
+                     reward_tests=reward, test_patch=execution.test_patch, reference_patch=reference_patch,
+                     targets=traced(reference_patch, codebase.path) if args.probes and reference_patch else (),
+                     examples=statement_examples(task.get("statement") or "") if args.probes else (),
+                     budget=GroupBudget(existing_test_files=args.existing_files, runs=args.runs,
+                                        seconds=args.group_seconds))
+    outcomes, probes = {}, {}
     workroot = Path(tempfile.mkdtemp(prefix="runs-", dir=work))
     workroot.chmod(0o755)
     try:
-        def store_outcome(run, outcome):
-            outcomes[run.key] = outcome
-
-        run_planned(Plan(tuple(controls), (), {}), codebase=codebase.path, sandbox=sandbox,
-                    workroot=workroot, environment=environment, on_result=store_outcome,
-                    seconds=args.group_seconds)
         skipped = run_planned(plan, codebase=codebase.path, sandbox=sandbox, workroot=workroot,
-                              environment=environment, on_result=store_outcome,
-                              seconds=args.group_seconds, done=set(outcomes))
+                              environment=environment, seconds=args.group_seconds,
+                              on_result=lambda run, outcome: outcomes.__setitem__(run.key, outcome),
+                              on_probe=lambda planned, probe: probes.__setitem__(planned.key, probe))
     finally:
         shutil.rmtree(workroot, ignore_errors=True)
-    result.runs = len(outcomes)
-    matrix = Matrix.build(plan, outcomes, tuple(skipped))
-    reference = outcomes.get(controls[0].key)
-    base = outcomes.get(controls[1].key) if existing else None
-    if reference is None or reference.status not in (PASS, "fail"):
-        result.skipped = ("the reference fix's run of the reward tests did not conclude: "
-                          + (f"{reference.status} {reference.reason}".strip() if reference else "skipped"))
-        return result
-    reference_passes = {t for t in reward if test_status(reference.tests, t) == PASS}
-    noise = [t for t in reward if t not in reference_passes]
-    if noise:
-        result.notes.append(f"{len(noise)} of {len(reward)} reward tests fail with the reference fix here "
-                            f"too (this machine: network, environment), left out: {', '.join(noise[:3])}")
-    if not reference_passes:
-        result.skipped = "the reference fix passes none of the reward tests here"
-        result.notes.append("the reference's log ends: " + " | ".join(reference.log_tail.splitlines()[-6:]))
-        return result
-    reference_existing = outcomes.get(controls[2].key) if existing else None
-    base_passes = {t for t, s in base.tests.items() if s == PASS
-                   and reference_existing is not None and reference_existing.tests.get(t) == PASS} if base else set()
-
-    def status(candidate: str, suite: str, test: str) -> str | None:
-        run = matrix.run_of(candidate, suite)
-        found = test_status(run.outcome.tests, test) if run else None
-        return found if found is not None else matrix.status(candidate, suite, test)
-
-    flaky_found, breaks = flaky(matrix), breaks_tests(matrix)
-    for c in candidates:
-        if not c.passed:
-            continue
-        whole = next((s.reason for s in matrix.skipped if s.suite == "*" and c.id in s.candidates), None)
-        run = matrix.run_of(c.id, REWARD)
-        if whole is not None:
-            result.skipped_candidates[c.id] = whole
-            continue
-        if run is None:
-            reason = next((s.reason for s in matrix.skipped if c.id in s.candidates and s.suite == REWARD),
-                          "no reward run")
-            result.skipped_candidates[c.id] = reason
-            continue
-        if run.outcome.status not in (PASS, "fail"):
-            result.skipped_candidates[c.id] = (f"its reward run did not conclude: {run.outcome.status} "
-                                               f"{run.outcome.reason}").strip()
-            continue
-        not_reproduced = [t for t in reward if t in reference_passes
-                          and status(c.id, REWARD, t) in NOT_PASSED]
-        broken = [t for t in matrix.tests(EXISTING) if t in base_passes
-                  and matrix.status(c.id, EXISTING, t) in NOT_PASSED]
-        peer = [f"{suite}: {test}" for suite, test in breaks.get(c.id, []) if suite.startswith(f"{PEER}:")]
-        result.candidates[c.id] = {
-            "not_reproduced": not_reproduced, "existing_broken": broken, "peer_failed": peer,
-            "core_flaky": c.id in flaky_found, "core_breaks": bool(breaks.get(c.id)),
-        }
+    matrix = Matrix.build(plan, outcomes, tuple(skipped), probes)
+    result.notes += list(reference_control(matrix).notes)
+    result.suites = sections(matrix)
+    try:
+        result.before, result.after, result.candidates = rankings(group, task, records, matrix)
+    except GraderError as error:
+        result.notes.append(f"the heuristic could not rank the group: {error}")
     result.seconds = time.monotonic() - started
     return result
+
+
+def sections(matrix: Matrix) -> dict[str, dict]:
+    """Per section (SECTIONS): the passing candidates it flags with why, its runs (or probes),
+    their seconds, and the passing candidates it ran for."""
+    passing = {c for c, p in matrix.passed.items() if p}
+    broken = breaks_tests(matrix)
+    flagged = {
+        REWARD: {c: why for c, why in flaky(matrix).items() if c in passing},
+        REWARD_FILES: fails_reward_files(matrix),
+        EXISTING: {c: [t for s, t in cells if s == EXISTING] for c, cells in broken.items()},
+        PEER: {c: [f"{s}: {t}" for s, t in cells if s.startswith(f"{PEER}:")] for c, cells in broken.items()},
+        "tampering": {c: whats for c, whats in tampers_with_tests(matrix).items() if c in passing},
+        "trace": diverges_from_reference(matrix),
+        "examples": example_differences(matrix),
+    }
+    found = {}
+    for name in SECTIONS:
+        if name in ("trace", "examples"):
+            done = {id(p): p for p in matrix.probes.values()}
+            covered = {c for c, p in matrix.probes.items() if c in passing}
+            runs, seconds = len(done), sum(p.duration for p in done.values())
+        elif name == "tampering":
+            covered, runs, seconds = passing, 0, 0.0  # read from the other suites' runs
+        else:
+            mine = [run for run in matrix.runs if run.suite == name or run.suite.startswith(f"{name}:")]
+            covered = {c for run in mine for c in run.candidates if c in passing}
+            runs, seconds = len(mine), sum(run.outcome.duration for run in mine)
+        found[name] = {"flagged": {c: why for c, why in flagged[name].items() if why}, "ran_for": len(covered),
+                       "runs": runs, "seconds": round(seconds, 1),
+                       "reference_ran": any(REFERENCE in run.candidates for run in matrix.runs if run.suite == name)}
+    found["trace"]["note"] = trace_control(matrix) if matrix.probes else "not probed"
+    return found
+
+
+def rankings(group: str, task: dict, records: list[dict], matrix: Matrix
+             ) -> tuple[list[list[str]], list[list[str]], dict[str, dict]]:
+    """The heuristic's tiers without the evidence and with it, and per passing candidate its
+    flags and rationale with it. Raises GraderError."""
+    case = GroupCase(group, task.get("statement") or "", tuple(
+        TrajectoryCase(r["trajectory_id"], passed(r), float(r.get("reward") or 0.0), r.get("patch") or "",
+                       metrics=r.get("metrics") or {}) for r in records),
+        repo=task.get("repo", ""), no_execution="the bench's ranking before the evidence")
+    grader = HeuristicGrader()
+    before, after = grader.rank(case), grader.rank(replace(case, execution=matrix, no_execution=""))
+    return ([list(t) for t in before.tiers], [list(t) for t in after.tiers],
+            {tid: {"flags": list(after.flags.get(tid, ())), "rationale": after.rationales.get(tid, "")}
+             for tier in after.tiers for tid in tier})
 
 
 # --- the report --------------------------------------------------------------------------
 
 
-def _first(tests: Sequence[str], n: int = 2) -> str:
-    return ", ".join(tests[:n]) + (f" and {len(tests) - n} more" if len(tests) > n else "")
-
-
-def report(results: list[GroupResult], skipped_groups: list[tuple[str, str, int]], total_groups: int,
-           total_passing: int, wall: float, examples: int) -> list[str]:
-    lines = []
-    considered = [r for r in results if not r.skipped]
-    group_skips = [(r.group, r.skipped, r.passing) for r in results if r.skipped] + skipped_groups
-    lines.append(f"groups: {total_groups} in the file; {len(considered)} considered, {len(group_skips)} skipped")
-    by_reason = Counter(reason for _, reason, _ in group_skips)
-    for reason, n in by_reason.most_common():
-        lines.append(f"  skipped {n} group(s): {reason}")
-    measured = {(r.group, c): findings for r in considered for c, findings in r.candidates.items()}
-    candidate_skips = [(r.group, c, why) for r in considered for c, why in r.skipped_candidates.items()]
-    skipped_passing = sum(p for _, _, p in group_skips) + len(candidate_skips)
-    lines.append(f"passing patches: {total_passing} in the file; {len(measured)} considered, "
-                 f"{skipped_passing} skipped ({sum(p for _, _, p in group_skips)} with their group, "
-                 f"{len(candidate_skips)} on their own)")
-    for group, candidate, why in candidate_skips:
-        lines.append(f"  skipped {group} {candidate}: {why}")
-    kinds = {"not_reproduced": "reward tests do not reproduce (the reference fix passes them here)",
-             "existing_broken": "existing tests broken that the base commit and the reference fix pass",
-             "peer_failed": "peer tests failed that most other passing patches pass"}
-    differs = [key for key, f in measured.items() if any(f[k] for k in kinds)]
-    lines.append(f"evidence differs from the tests' verdict for {len(differs)} of {len(measured)} passing patches")
-    for kind, words in kinds.items():
-        lines.append(f"  {sum(bool(f[kind]) for f in measured.values())}: {words}")
-    core_flaky = sum(f["core_flaky"] for f in measured.values())
-    core_breaks = sum(f["core_breaks"] for f in measured.values())
-    lines.append(f"  (the core's verdicts without the controls: flaky {core_flaky}, breaks_tests {core_breaks})")
-    for r in considered:
-        flagged = sum(1 for (g, _) in differs if g == r.group)
-        lines.append(f"  {r.group}: {len(r.candidates)} passing measured, {flagged} differ, "
-                     f"{r.runs} runs, {r.seconds:.0f} s" + "".join(f"; {note}" for note in r.notes))
-    if differs:
-        lines.append("examples:")
-    for group, candidate in differs[:examples]:
-        f = measured[group, candidate]
-        what = []
-        if f["not_reproduced"]:
-            what.append(f"reward tests fail: {_first(f['not_reproduced'])}")
-        if f["existing_broken"]:
-            what.append(f"breaks existing: {_first(f['existing_broken'])}")
-        if f["peer_failed"]:
-            what.append(f"fails peer tests: {_first(f['peer_failed'])}")
-        lines.append(f"  {group} {candidate}: {'; '.join(what)}")
+def report(results: list[GroupResult], total_groups: int, wall: float) -> list[str]:
+    measured = [r for r in results if not r.skipped]
+    skipped = [r for r in results if r.skipped]
+    passing = sum(len(r.candidates) for r in measured)
+    lines = [f"groups: {total_groups} in the file; {len(measured)} measured, {len(skipped)} skipped"]
+    for reason, n in Counter(r.skipped for r in skipped).most_common():
+        lines.append(f"  skipped {n}: {reason}")
+    lines.append(f"passing patches measured: {passing}")
+    lines.append(f"  {'section':<12} {'flagged':>8} {'ran for':>8} {'runs':>5} {'s/candidate':>12}")
+    for name in SECTIONS:
+        parts = [r.suites[name] for r in measured if name in r.suites]
+        flagged = sum(len(p["flagged"]) for p in parts)
+        ran_for = sum(p["ran_for"] for p in parts)
+        seconds = sum(p["seconds"] for p in parts)
+        per = f"{seconds / ran_for:.1f}" if ran_for else "-"
+        lines.append(f"  {name:<12} {flagged:>8} {ran_for:>8} {sum(p['runs'] for p in parts):>5} {per:>12}")
+    any_flag = {(r.group, c) for r in measured for p in r.suites.values() for c in p["flagged"]}
+    lines.append(f"passing patches flagged by any section: {len(any_flag)} of {passing}")
+    changed = [r for r in measured if r.changed]
+    lines.append(f"rankings changed by the evidence: {len(changed)} of {len(measured)} groups")
+    for r in changed:
+        lines.append(f"  {r.group}: {_tiers(r.before)}  ->  {_tiers(r.after)}")
+    for r in measured:
+        lines.append(f"  {r.group}: {len(r.candidates)} passing, {r.seconds:.0f} s"
+                     + "".join(f"; {note}" for note in r.notes))
     lines.append(f"wall time: {wall:.0f} s")
     return lines
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("rollouts", type=Path)
-    parser.add_argument("codebases", type=Path)
-    parser.add_argument("dataset", type=Path)
+def _tiers(tiers: list[list[str]]) -> str:
+    return " > ".join("=".join(tier) for tier in tiers)
+
+
+def existing_file(value: str) -> Path:
+    path = Path(value)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{value}: no such file")
+    return path
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog=__doc__.split("\n\n", 2)[2])
+    parser.add_argument("--data", type=existing_file, required=True, help="the rollouts (JSON Lines)")
+    parser.add_argument("--tasks", type=existing_file, required=True, help="the SWE-bench task file")
+    parser.add_argument("--codebases", type=Path, default=os.environ.get("GAGAR_CODEBASES"),
+                        help="the codebase store of git mirrors (default $GAGAR_CODEBASES)")
     parser.add_argument("--envs", type=Path, required=True,
                         help="where the test environments are built: outside /tmp and /work")
     parser.add_argument("--work", type=Path, help="checkouts and runs (default $GAGAR_DATA_DIR/evidence-real)")
@@ -491,70 +507,72 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200, help="runs per group")
     parser.add_argument("--group-seconds", type=float, default=1800.0, help="a group's time for its runs")
     parser.add_argument("--wall-seconds", type=float, default=300.0, help="each run's wall clock")
-    parser.add_argument("--examples", type=int, default=6)
-    parser.add_argument("--out", type=Path, help="write every finding here (JSON)")
-    args = parser.parse_args()
+    parser.add_argument("--no-probes", dest="probes", action="store_false",
+                        help="no trace against the reference fix and no statement examples")
+    parser.add_argument("--out", type=Path, help="one JSON line per group here")
+    args = parser.parse_args(argv)
+    if args.codebases is None or not args.codebases.is_dir():
+        parser.error(f"--codebases: {args.codebases or 'not given, and GAGAR_CODEBASES is not set'}: no such folder")
+    if args.work is None and not os.environ.get("GAGAR_DATA_DIR"):
+        parser.error("give --work, or set GAGAR_DATA_DIR")
+    args.work = args.work or Path(os.environ["GAGAR_DATA_DIR"]) / "evidence-real"
+    return args
+
+
+def main() -> None:
+    args = parse_args()
     started = time.monotonic()
-    work = args.work or (Path(os.environ["GAGAR_DATA_DIR"]) / "evidence-real" if os.environ.get("GAGAR_DATA_DIR")
-                         else None)
-    if work is None:
-        sys.exit("give --work, or set GAGAR_DATA_DIR")
-    work.mkdir(parents=True, exist_ok=True)
-    work.chmod(0o755)
-    args.envs.mkdir(parents=True, exist_ok=True)
-    args.envs.chmod(0o755)
-    sandbox = BwrapSandbox(readonly_paths=(*SYSTEM_PATHS, str(args.envs.resolve())))
-    sandbox.check()
-    store = CodebaseStore(args.codebases, work / "codebases")
-    groups = read_groups(args.rollouts)
+    groups = read_groups(args.data)
+    tasks = read_tasks(args.tasks)
     if args.group:
         groups = {g: r for g, r in groups.items() if g in set(args.group)}
-    dataset = read_dataset(args.dataset)
-    total_passing = sum(passed(r) for records in groups.values() for r in records)
-    skipped: list[tuple[str, str, int]] = []
+    for folder in (args.work, args.envs):
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o755)
+    sandbox = BwrapSandbox(readonly_paths=(*SYSTEM_PATHS, str(args.envs.resolve())))
+    sandbox.check()
+    store = CodebaseStore(args.codebases, args.work / "codebases")
+    results: list[GroupResult] = []
     todo = []
     for group, records in groups.items():
         task = group_task(records)
-        repo, n_passing = task.get("repo", ""), sum(passed(r) for r in records)
-        instance = dataset.get(task.get("id") or group) or dataset.get(group)
-        reason = None
-        if instance is None:
-            reason = "not in the SWE-bench dataset given"
-        elif repo not in RECIPES:
-            reason = f"no recipe for {repo}" + (f" ({NO_RECIPE[repo]})" if repo in NO_RECIPE else "")
-        else:
-            try:  # the checkout is cached: the group's run finds it made
-                store.checkout(repo=repo, base_commit=task.get("base_commit", ""))
-            except NoCodebase as error:
-                reason = str(error).replace(str(args.codebases), "CODEBASES")
-        if reason is None:
-            try:  # built one after another: groups of one recipe share it
-                python = build_environment(repo, RECIPES[repo], str(instance.get("version", "")), args.envs)
-            except EnvironmentFailed as error:
-                reason = f"{repo} {instance.get('version')}: environment failed to build: {error}"
-        if reason is not None:
-            skipped.append((group, reason, n_passing))
+        repo = task.get("repo", "")
+        instance = tasks.get(task.get("id") or group)
+        result = GroupResult(group, repo, sum(passed(r) for r in records))
+        try:
+            if instance is None:
+                raise EnvironmentFailed(f"no task {task.get('id') or group!r} in the task file")
+            if repo not in RECIPES:
+                why = f" ({NO_RECIPE[repo]})" if repo in NO_RECIPE else ""
+                raise EnvironmentFailed(f"no recipe for {repo}{why}")
+            store.checkout(repo=repo, base_commit=task.get("base_commit", ""))  # cached for the group's run
+            version = str(instance.get("version") or "")
+            python = build_environment(repo, RECIPES[repo], version, args.envs)
+        except NoCodebase as error:
+            result.skipped = str(error).replace(str(args.codebases), "CODEBASES")
+        except EnvironmentFailed as error:
+            result.skipped = str(error)
+        if result.skipped:
+            results.append(result)
             continue
         todo.append((group, records, instance, python, RECIPES[repo]))
-    print(f"{len(todo)} groups to run, {len(skipped)} skipped before running", flush=True)
+    print(f"{len(todo)} groups to run, {len(results)} skipped before running", flush=True)
 
     def one(item) -> GroupResult:
-        group = item[0]
-        result = measure_group(*item, store, sandbox, work, args)
-        print(f"  {group}: " + (f"skipped: {result.skipped} {result.notes}" if result.skipped else
-                                f"{len(result.candidates)} passing measured in {result.seconds:.0f} s"), flush=True)
+        result = measure_group(*item, store, sandbox, args.work, args)
+        print(f"  {result.group}: " + (f"skipped: {result.skipped}" if result.skipped else
+                                       f"{len(result.candidates)} passing measured in {result.seconds:.0f} s"),
+              flush=True)
         return result
 
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        results = list(pool.map(one, todo))
-    wall = time.monotonic() - started
-    for line in report(results, skipped, len(groups), total_passing, wall, args.examples):
+        results += list(pool.map(one, todo))
+    for line in report(results, len(groups), time.monotonic() - started):
         print(line)
     if args.out:
-        args.out.write_text(json.dumps({
-            "results": [r.__dict__ for r in results],
-            "skipped": [{"group": g, "reason": why, "passing": n} for g, why, n in skipped],
-            "wall_seconds": wall}, indent=1))
+        with args.out.open("w", encoding="utf-8") as out:
+            for result in results:
+                out.write(json.dumps(result.line()) + "\n")
 
 
 if __name__ == "__main__":
