@@ -82,6 +82,18 @@ def test_compare_aligns_runs_by_step_with_the_difference_per_measure(client, res
     assert one.status_code == 400 and "pick at least two runs to compare" in one.content.decode()
 
 
+def test_compare_measures_the_differences_from_the_baseline_chosen(client, researcher, two_runs):
+    # The differences were always from the first run ticked, the order the list gave.
+    gagar, baseline = two_runs
+    client.force_login(researcher)
+    chosen = {"run": [gagar.pk, baseline.pk], "baseline": baseline.pk}
+    body = client.get(reverse("runs_compare"), chosen).content.decode()
+    assert "gagar &lt;i&gt;1&lt;/i&gt; − grpo-baseline" in body and "grpo-baseline − gagar" not in body
+    assert f'<option value="{baseline.pk}" selected>grpo-baseline</option>' in body
+    unticked = client.get(reverse("runs_compare"), {"run": [gagar.pk, baseline.pk], "baseline": 987654})
+    assert unticked.status_code == 400 and "Select a valid choice" in unticked.content.decode()
+
+
 def test_the_whole_run_export_is_one_dataset_partitioned_by_step(client, researcher, two_runs, tmp_path):
     gagar, _ = two_runs
     client.force_login(researcher)
