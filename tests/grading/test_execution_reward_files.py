@@ -153,6 +153,15 @@ def test_a_reference_that_fails_its_own_reward_tests_makes_the_suite_the_machine
     assert flaky(matrix) == {}
 
 
+def test_a_reward_run_that_reports_no_test_is_nobodys_when_the_references_reports_none_either():
+    # A test id that names nothing here: every run fails with no test reported, the reference's too.
+    results = {("reward", REFERENCE): outcome("fail"), ("reward", "a"): outcome("fail"),
+               ("reward", "b"): outcome("fail"), ("reward", "c"): outcome("fail")}
+    matrix = matrix_of(results, passed={"a": True, "b": True, "c": False})
+    assert reference_control(matrix).machines
+    assert flaky(matrix) == {}
+
+
 def test_a_reference_whose_reward_files_run_was_skipped_leaves_the_other_candidates_as_the_bar_saying_why():
     results = {("reward_files", "a"): files("pass", "fail", "pass"),
                ("reward_files", "b"): files("pass", "pass", "pass"),
