@@ -29,6 +29,8 @@ from webapp.review import comparison, matrix, selectors
 from webapp.review.summary import ROWS_PER_PAGE, summary_page, summary_start
 from webapp.triage import triage_columns
 
+STATEMENT_LINES = 3  # a long statement shows this many lines, then "show the whole statement"
+
 
 def group_for_page(pk: int, user) -> Group:
     """A group with its batch and annotation policy, and, in the same query, who holds a
@@ -105,6 +107,7 @@ def render_group_page(request, group, *, submitted: RankingInput | None = None, 
         "prev_url": _with_query(reverse("group", args=[prev_pk]), nav) if prev_pk else None,
         "next_url": _with_query(reverse("group", args=[next_pk]), nav) if next_pk else None,
         "statement": statement(group.statement),
+        "statement_folds": _folds(group.statement),
         "reference": reference,
         "pair": (first, second),
         "with_transcript": transcripts,
@@ -153,6 +156,13 @@ def _with_query(url: str, params: dict) -> str:
     return f"{url}?{qd.urlencode()}" if qd else url
 
 
+def _folds(text: str) -> bool:
+    """Whether a statement is long enough to fold to its first lines, so that the matrix under it
+    starts in the first screen. Counted in the text, not as drawn: a wrong guess shows a "more"
+    that opens little, and never clips a statement without one."""
+    return text.count("\n") >= STATEMENT_LINES or len(text) > STATEMENT_LINES * 80
+
+
 def _default_pair(columns):
     """The interdiff preselected: the first passing column and the next one whose change differs
     from it (passing first), else the best we have: two identical patches show nothing."""
@@ -187,9 +197,12 @@ def _layout_controls(path: str, here: dict, choice: layout.Choice, ordered, show
         "column_links": {c.trajectory.pk: {"pin": url(pinned=_toggle(choice.pinned, c.trajectory.pk)),
                                            "hide": url(hidden=_toggle(choice.hidden, c.trajectory.pk))}
                          for c in ordered},
+        "auto_narrow_media": layout.AUTO_NARROW_MEDIA,
+        # Narrow's toggle turns it off to wide columns: without a density a narrow window picks narrow again.
         "layout_links": {"reference": url(reference=not choice.reference),
                          "compact": url(density="" if choice.compact else "compact"),
-                         "narrow": url(density="" if choice.narrow else "narrow"),
+                         "narrow": url(density="wide" if choice.narrow else "narrow"),
+                         "wide": url(density="wide"),
                          "wrap": url(wrap=not choice.wrap), "reset": _with_query(path, here)},
         "hidden_fields": [(key, value) for key, value in [*kept.items(), *others] if value],
     }

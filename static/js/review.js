@@ -25,6 +25,7 @@
     var button = document.getElementById("toggle-failing");
     if (!view || !button) { return; }
     var hidden = view.classList.toggle("hide-failing");
+    if (!hidden) { addCapToggles(); }
     button.setAttribute("aria-pressed", hidden ? "true" : "false");
     button.href = withFailing(window.location.href, !hidden);
     history.replaceState(history.state, "", withFailing(window.location.href, hidden));
@@ -72,10 +73,39 @@
     }
     target = target || document.getElementById("t-" + found[2]);
     if (!target) { return; }
+    uncap(target.closest(".cap"));
     if (target.tagName === "DETAILS") { target.open = true; }
     target.classList.add("hit-target");
     target.scrollIntoView({block: "center"});
   }
+  // Capped content (review.css: a file row's cells, a grader's rationale) gets "Show all"
+  // where it overflows. All boxes are measured before any button is added: measuring after each
+  // insertion would lay out the whole matrix once per cell.
+  function uncap(box) {
+    if (!box || box.classList.contains("uncapped")) { return; }
+    box.classList.add("uncapped");
+    var button = box.nextElementSibling;
+    if (button && button.classList.contains("cap-toggle")) { label(button, true); }
+  }
+
+  function label(button, open) {
+    button.textContent = open ? "Show less" : "Show all";
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+  }
+
+  // Boxes not laid out (a failing column under "hide failing") measure nothing: measured again when shown.
+  function addCapToggles() {
+    var boxes = Array.prototype.slice.call(document.querySelectorAll(".cap:not(.overflows)"));
+    boxes.filter(function (box) { return box.scrollHeight > box.clientHeight + 1; }).forEach(function (box) {
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "cap-toggle";
+      label(button, false);
+      box.classList.add("overflows");
+      box.after(button);
+    });
+  }
+  addCapToggles();
   showHit(false);
   window.addEventListener("hashchange", function () { showHit(false); });
 
@@ -109,6 +139,15 @@
       toggleFailing();
       return;
     }
+    var capToggle = event.target.closest(".cap-toggle");
+    if (capToggle) {
+      var box = capToggle.previousElementSibling;
+      label(capToggle, box.classList.toggle("uncapped"));
+      return;
+    }
+    // opening a hunk or loading the rest of a file inside a capped cell means: show me all of it
+    var opener = event.target.closest(".cap summary, .cap .more a");
+    if (opener) { uncap(opener.closest(".cap")); }
     var control = event.target.closest("[data-details]");
     if (control) {
       var scope = document.querySelector(control.getAttribute("data-scope"));

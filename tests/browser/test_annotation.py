@@ -44,6 +44,7 @@ def row(page, tid):
 
 
 def drag(page, tid, above_tid):
+    row(page, above_tid).scroll_into_view_if_needed()  # the ranking card is under the matrix: bring it into view
     grip = row(page, tid).locator(".rk-grip").bounding_box()
     target = row(page, above_tid).bounding_box()
     page.mouse.move(grip["x"] + grip["width"] / 2, grip["y"] + grip["height"] / 2)

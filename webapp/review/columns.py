@@ -32,9 +32,13 @@ MAX_PINNED = 3  # each pinned column stays in view; more would leave no room for
 REFERENCE_LABEL = "reference (human fix)"
 MAX_COLUMNS = 64  # a group of up to this many trajectories shows every one as a column
 COLUMNS_PER_PAGE = 16  # a larger one this many at a time
-# Beside the default (wide columns): "compact" narrows the columns and cuts long lines (each
-# hunk scrolls sideways); "narrow" narrows them further and wraps every line, so no code is cut.
-DENSITIES = ("compact", "narrow")
+# "wide" columns (460 px) and "compact" ones (280 px) cut long lines, each hunk scrolling sideways;
+# "narrow" ones (210 px) wrap every line, so no code is cut.
+DENSITIES = ("wide", "compact", "narrow")
+# Without a density in the address the window's width picks one: wide columns show two or three
+# of a group's 13 candidates up to this width, narrow ones five or more. The server does not know
+# the width, so the page says it as a stylesheet's media query (no script: it works without one).
+AUTO_NARROW_MEDIA = "(max-width: 1600px)"
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ class Choice:
     pinned: tuple[int, ...] = ()  # trajectory pks
     hidden: frozenset[int] = frozenset()
     reference: bool = False
-    density: str = ""  # "" or one of DENSITIES
+    density: str = ""  # one of DENSITIES, or "": picked by the window's width (AUTO_NARROW_MEDIA)
     wrap: bool = False
     start: int = 0  # a paged group's first column after the pinned ones, in the default order
     problems: tuple[str, ...] = ()
@@ -64,6 +68,10 @@ class Choice:
             "wrap": "1" if changes.get("wrap", self.wrap) else "",
             "cols": str(start) if start else "",
         }
+
+    @property
+    def auto(self) -> bool:
+        return not self.density
 
     @property
     def compact(self) -> bool:

@@ -43,7 +43,7 @@ def render_cell(cell) -> str:
     if f is None:
         return f'<td class="{classes}"></td>'
     if c.is_reference:
-        return f'<td class="{classes}"><div class="file-head">{"".join(_file_head(cell))}</div>{f.html}</td>'
+        return f'<td class="{classes}"><div class="file-head">{"".join(_file_head(cell))}</div>{_capped(f.html)}</td>'
     head = _file_head(cell)
     d = f.diff
     if c.same_as and c.same_kind == "identical":
@@ -55,7 +55,13 @@ def render_cell(cell) -> str:
         body = cell.html
         if f.more_from is not None:
             body += more_link(c.trajectory.pk, d.path, f.more_from, f.rows)
-    return f'<td class="{classes}"><div class="file-head">{"".join(head)}</div>{body}</td>'
+    return f'<td class="{classes}"><div class="file-head">{"".join(head)}</div>{_capped(body)}</td>'
+
+
+def _capped(body: str) -> str:
+    """A cell's diff under a cap (review.js adds "Show all" where it overflows): a long file in one
+    column would otherwise stretch the row, and every short or blank cell beside it, to its length."""
+    return f'<div class="cell-body cap">{body}</div>'
 
 
 def render_body(rows, n_columns: int, *, paged: bool = False) -> str:

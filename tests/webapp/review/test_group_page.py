@@ -106,7 +106,7 @@ def test_statement_as_markdown_has_no_raw_html_and_reference_is_collapsed(client
 def test_hide_failing_works_without_javascript(client, researcher, group):
     client.force_login(researcher)
     html = client.get(reverse("group", args=[group.pk]), {"failing": "hide"}).content.decode()
-    assert 'class="matrix-wrap hide-failing"' in html
+    assert 'class="matrix-wrap hide-failing narrow auto"' in html
     assert 'aria-pressed="true"' in html
     shown = client.get(reverse("group", args=[group.pk])).content.decode()
     assert f'href="/groups/{group.pk}/?failing=hide"' in shown

@@ -85,6 +85,12 @@ def test_a_large_group_shows_a_page_of_columns_in_rank_order(client, researcher,
     assert tids(last)[-1] == max(t for t in (f"t{i:04d}" for i in range(N)) if int(t[1:]) % 3 == 0)
 
 
+def test_the_header_counts_every_trajectory_of_a_large_group(client, researcher, large):
+    html = page(client, researcher, large, hide=pk_of(large, "t0001")).content.decode()
+    n_passing = len(passing(large))
+    assert re.search(rf"</span>\s*{n_passing} of {N} pass\s", html)  # not "of 16": the columns shown
+
+
 def test_pinned_columns_come_first_on_every_page_and_hidden_ones_on_none(client, researcher, large):
     ranked(large)
     best = list(reversed(passing(large)))

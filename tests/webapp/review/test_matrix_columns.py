@@ -1,12 +1,15 @@
 """The group page's matrix columns: default order from the visible final ranking, the layout
 kept in the query string (pin, hide, reference, density, wrap), and what the corner counts."""
 
+import re
+
 import pytest
 from django.urls import reverse
 
 from tests.webapp.annotationdata import grade, pk_of, review_batch, save, set_policy
 from tests.webapp.reviewdata import import_batch, records
 from webapp.models import Group
+from webapp.review import columns as layout
 
 pytestmark = pytest.mark.django_db
 
@@ -104,6 +107,12 @@ def test_hidden_columns_and_the_files_only_they_change_are_left_out(client, rese
     assert tids(response, "all_columns") == ["t1", "t2", "t3", "t4", "t5", "t6"]  # the picker still lists all
 
 
+def test_the_header_counts_the_groups_trajectories_with_columns_hidden(client, researcher, group):
+    t1, t2, t6 = pk_of(group, "t1"), pk_of(group, "t2"), pk_of(group, "t6")
+    html = page(client, researcher, group, hide=[t1, t2, t6]).content.decode()
+    assert re.search(r"</span>\s*5 of 6 pass\s", html)  # not "5 of 3": the header counts the group
+
+
 def test_the_column_links_toggle_one_column_and_keep_the_rest_of_the_layout(client, researcher, group):
     t1, t2 = pk_of(group, "t1"), pk_of(group, "t2")
     response = page(client, researcher, group, pin=t1, density="compact", failing="hide", sort="-group")
@@ -149,12 +158,33 @@ def test_density_and_wrap_are_classes_of_the_matrix(client, researcher, group):
 def test_the_narrow_density_is_a_class_and_a_toggle_beside_compact(client, researcher, group):
     html = page(client, researcher, group, density="narrow").content.decode()
     assert 'class="matrix-wrap narrow"' in html
-    assert f'id="toggle-narrow" class="btn toggle" data-layout href="/groups/{group.pk}/" aria-pressed="true"' in html
+    assert '<link rel="stylesheet" href="/static/css/narrow.css">' in html  # whatever the window's width
+    # off means wide columns: with no density a narrow window would pick narrow again
+    assert (f'id="toggle-narrow" class="btn toggle" data-layout href="/groups/{group.pk}/?density=wide" '
+            'aria-pressed="true"') in html
     # compact from narrow replaces it: one density at a time
     assert f'id="toggle-compact" class="btn toggle" data-layout href="/groups/{group.pk}/?density=compact"' in html
-    html = page(client, researcher, group, density="wide").content.decode()
-    assert "density=&#x27;wide&#x27; is not understood: it takes &#x27;compact&#x27; or &#x27;narrow&#x27;" in html
-    assert 'class="matrix-wrap"' in html
+
+
+def test_without_a_density_the_windows_width_picks_narrow_or_wide(client, researcher, group):
+    html = page(client, researcher, group).content.decode()
+    assert 'class="matrix-wrap narrow auto"' in html
+    assert f'<link rel="stylesheet" href="/static/css/narrow.css" media="{layout.AUTO_NARROW_MEDIA}">' in html
+    # two toggles, narrow.css shows the one that says what the window picked
+    assert (f'id="toggle-narrow" class="btn toggle if-wide-window" data-layout '
+            f'href="/groups/{group.pk}/?density=narrow" aria-pressed="false"') in html
+    assert (f'id="toggle-narrow-auto" class="btn toggle if-narrow-window" data-layout '
+            f'href="/groups/{group.pk}/?density=wide" aria-pressed="true"') in html
+
+
+@pytest.mark.parametrize("density", ["wide", "compact"])
+def test_a_density_in_the_address_is_kept_whatever_the_window(client, researcher, group, density):
+    response = page(client, researcher, group, density=density)
+    html = response.content.decode()
+    assert "narrow.css" not in html and "toggle-narrow-auto" not in html and 'id="layout-problems"' not in html
+    assert f'class="matrix-wrap{" compact" if density == "compact" else ""}"' in html
+    neighbour = response.context["next_url"] or response.context["prev_url"] or f"density={density}"
+    assert f"density={density}" in neighbour  # and carried to the next group
 
 
 # --- the reference column -----------------------------------------------------------------
@@ -198,7 +228,7 @@ def test_the_header_counts_what_hide_failing_shows(client, researcher, group):
     assert '<span class="count-all">3 files · 6 trajectories</span>' in html
     assert '<span class="count-passing">2 files · 5 passing trajectories' in html  # pkg/other.py is t6's alone
     hidden = page(client, researcher, group, failing="hide").content.decode()
-    assert 'class="matrix-wrap hide-failing"' in hidden and "2 files · 5 passing trajectories" in hidden
+    assert 'class="matrix-wrap hide-failing narrow auto"' in hidden and "2 files · 5 passing trajectories" in hidden
     t5 = pk_of(group, "t5")
     fewer = page(client, researcher, group, failing="hide", hide=t5).content.decode()
     assert '<span class="count-passing">1 file · 4 passing trajectories' in fewer

@@ -84,3 +84,22 @@ def test_a_group_without_a_statement_says_so(client, researcher, tmp_path):
     html = client.get(reverse("group", args=[Group.objects.get(group_id="none").pk])).content.decode()
 
     assert "No statement in the data." in html and "statement-as-written" not in html
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("statement, folds", [
+    ("\n".join(f"line {i}" for i in range(1, 41)), True),
+    ("one long paragraph of an issue " * 12, True),
+    ("Fix it.\nThe validator allows a trailing newline.", False),
+])
+def test_a_long_statement_folds_to_its_first_lines_with_a_toggle(client, researcher, tmp_path, statement, folds):
+    import_batch(tmp_path, records("long", statement=statement), name="long")
+    client.force_login(researcher)
+
+    html = client.get(reverse("group", args=[Group.objects.get(group_id="long").pk])).content.decode()
+
+    # the fold is CSS keyed on this closed <details>: without it nothing is cut
+    assert ('<details class="statement-more" id="statement-more"><summary>'
+            '<span class="when-closed">Show the whole statement</span>' in html) == folds
+    assert html_module.unescape(re.search(r'<pre class="statement-text" hx-disable>(.*?)</pre>', html,
+                                          re.S).group(1)) == statement  # all of it is on the page
