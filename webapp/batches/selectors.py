@@ -16,10 +16,12 @@ import json
 import math
 from dataclasses import dataclass, field, replace
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Count, Exists, Max, OuterRef, Q, Subquery, Sum
 
-from webapp.models import Annotation, Batch, Grading, Group, RunStep
+from webapp.cases import NAMES_CODEBASE
+from webapp.models import Annotation, Batch, Grading, Group, GroupEvidence, RunStep
 from webapp.rankings import HUMAN_REVIEW_FILTERS, Viewer, review_condition
 from webapp.triage import blank_hidden, flag_names, triage_columns
 
@@ -392,3 +394,19 @@ def annotation_progress(batch_ids) -> dict[int, dict]:
     for batch_id, username, n in per_user:
         out[batch_id]["by_user"].append((username, n))
     return out
+
+
+def evidence_absent(batch: Batch) -> list[tuple[str, int]]:
+    """Why groups of `batch` have no execution evidence, said once for the batch: (reason, how
+    many groups), most first. Each group's page says it again in one quiet line."""
+    if not settings.GAGAR_CODEBASES:
+        return [("execution evidence is off on this instance (no GAGAR_CODEBASES)", batch.n_groups)]
+    rows = (GroupEvidence.objects.filter(group__batch=batch, status=GroupEvidence.Status.NONE)
+            .values("reason").annotate(n=Count("pk")).order_by("-n", "reason"))
+    failed = GroupEvidence.objects.filter(group__batch=batch, status=GroupEvidence.Status.FAILED).count()
+    unnamed = Group.objects.filter(batch=batch).exclude(NAMES_CODEBASE).count()
+    reasons = [(row["reason"], row["n"]) for row in rows]
+    return sorted(reasons + [(why, n) for why, n in (
+        ("the evidence pass failed (each group's page says why)", failed),
+        ("the task names no codebase (task.repo and task.base_commit, or task.snapshot)", unnamed)) if n],
+        key=lambda item: (-item[1], item[0]))

@@ -110,4 +110,5 @@ def batch(request, pk):
     if request.htmx and not request.htmx.history_restore_request:
         return render(request, "batches/_groups.html", context)
     context["label_counts"] = selectors.label_counts([batch])[batch.pk]
+    context["evidence_absent"] = selectors.evidence_absent(batch)
     return render(request, "batches/batch.html", context)

@@ -4,6 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from tests.webapp.reviewdata import bare_groups, import_batch, records
 from webapp.batches import selectors
@@ -185,3 +186,23 @@ def test_label_counts_follow_new_imports(big_batch):
     assert selectors.label_counts([big_batch])[big_batch.pk]["mixed"] == 65
     bare_groups(big_batch, 4, prefix="late")
     assert selectors.label_counts([big_batch])[big_batch.pk]["mixed"] == 67
+
+
+def test_the_batch_page_says_once_why_its_groups_have_no_execution_evidence(client, researcher, tmp_path, settings):
+    # Before, "No execution evidence: no mirror of ..." sat as a card on every group's page, and
+    # nothing on the batch's.
+    from webapp.models import GroupEvidence
+
+    batch = import_batch(tmp_path, records("ev-1") + records("ev-2") + records("ev-3"), name="ev")
+    client.force_login(researcher)
+    settings.GAGAR_CODEBASES = ""
+    page = client.get(reverse("batch", args=[batch.pk])).content.decode()
+    assert "No execution evidence for 3 groups: execution evidence is off on this instance" in page
+    settings.GAGAR_CODEBASES = "/srv/store"
+    first, second, third = batch.groups.order_by("group_id")
+    for group in (first, second):
+        GroupEvidence.objects.create(group=group, status=GroupEvidence.Status.NONE, queued_at=timezone.now(),
+                                     reason="no mirror of o/r in the codebase store $GAGAR_CODEBASES")
+    page = client.get(reverse("batch", args=[batch.pk])).content.decode()
+    assert page.count("No execution evidence for") == 1
+    assert "No execution evidence for 2 groups: no mirror of o/r in the codebase store $GAGAR_CODEBASES" in page
