@@ -74,9 +74,9 @@ from grading.execution import (  # noqa: E402
 )
 from grading.execution.examples import statement_examples  # noqa: E402
 from grading.execution.plan import EXISTING, PEER, REWARD, REWARD_FILES  # noqa: E402
-from grading.execution.selection import file_patches, runnable_test_files  # noqa: E402
+from grading.execution.selection import runnable_test_files  # noqa: E402
 from grading.execution.test_ids import is_node_id, pytest_node_ids  # noqa: E402
-from grading.execution.trace import traced_functions  # noqa: E402
+from grading.execution.trace import traced_in  # noqa: E402
 from grading.graders.heuristic import HeuristicGrader  # noqa: E402
 from grading.sandbox import BwrapSandbox, PatchRefused, prepare_workdir  # noqa: E402
 from grading.sandbox.bwrap import SYSTEM_PATHS  # noqa: E402
@@ -307,17 +307,6 @@ def reward_test_ids(codebase_path: Path, test_patch: str, names: Sequence[str],
     return pytest_node_ids(names, {} if all(is_node_id(name) for name in names) else files)
 
 
-def traced(reference_patch: str, checkout: Path) -> list:
-    """The functions the reference fix changes, read from the checkout (as the app reads them)."""
-    try:
-        paths = [f.path for f in file_patches(reference_patch)]
-    except PatchSplitError:
-        return []
-    base = {path: (checkout / path).read_text(encoding="utf-8", errors="replace")
-            for path in paths if (checkout / path).is_file()}
-    return traced_functions(reference_patch, base)
-
-
 # --- one group ---------------------------------------------------------------------------
 
 
@@ -374,7 +363,7 @@ def measure_group(group: str, records: list[dict], instance: dict, python: str, 
     candidates = [Candidate(r["trajectory_id"], r["patch"], passed(r)) for r in records]
     plan = plan_runs(candidates, codebase_id=codebase.id, codebase_files=codebase.files, environment=environment,
                      reward_tests=reward, test_patch=execution.test_patch, reference_patch=reference_patch,
-                     targets=traced(reference_patch, codebase.path) if args.probes and reference_patch else (),
+                     targets=traced_in(reference_patch, codebase.path) if args.probes else (),
                      examples=statement_examples(task.get("statement") or "") if args.probes else (),
                      budget=GroupBudget(existing_test_files=args.existing_files, runs=args.runs,
                                         seconds=args.group_seconds))

@@ -78,61 +78,51 @@ def run_planned(plan: Plan, *, codebase: Path, sandbox: Sandbox, workroot: Path,
         raise ValueError("the plan has probes: run_planned needs on_probe to hand their outcomes to")
     _check_image(sandbox, environment)
     deadline = time.monotonic() + seconds
-    outcomes: dict[str, RunOutcome] = {}
     skipped: list[Skipped] = []
 
-    def skip(run: PlannedRun, when: str) -> None:
-        skipped.append(Skipped(run.suite, run.candidates, f"the group's time ({seconds:g} s) ran out {when}"))
+    def each_key_once(planned, suite_of, hand, stored_of, do, done_as: tuple[str, str]) -> None:
+        """Hand each of `planned` its outcome, each key worked out once (`do`) unless it is in
+        `done` or another worker stored it (`stored_of`), held against other workers meanwhile.
+        `done_as`: how the reasons of a skip say it was worked (a verb, a noun)."""
+        outcomes = {}
 
-    for run in plan.runs:
-        if run.key in done:
-            continue
-        if run.key in outcomes:
-            on_result(run, outcomes[run.key])
-            continue
-        if time.monotonic() >= deadline:
-            skip(run, "before it started")
-            continue
-        with _key_held(workroot, run.key, deadline) as held:
-            if not held:
-                skip(run, "while another worker ran it")
+        def skip(item, when: str) -> None:
+            skipped.append(Skipped(suite_of(item), item.candidates, f"the group's time ({seconds:g} s) ran out {when}"))
+
+        for item in planned:
+            if item.key in done:
                 continue
-            outcome = stored(run.key)
-            if outcome is None:
-                try:
-                    outcome = _run_one(run, codebase, sandbox, workroot, environment, deadline)
-                except OutOfTime:
-                    skip(run, "during the run")
-                    continue
-            outcomes[run.key] = outcome
-            on_result(run, outcome)
-    probed: dict[str, Probe] = {}
-    for planned in plan.probes:
-        if planned.key in done:
-            continue
-        if planned.key in probed:
-            on_probe(planned, probed[planned.key])
-            continue
-        if time.monotonic() >= deadline:
-            skipped.append(Skipped(PROBE, planned.candidates,
-                                   f"the group's time ({seconds:g} s) ran out before it started"))
-            continue
-        with _key_held(workroot, planned.key, deadline) as held:
-            if not held:
-                skipped.append(Skipped(PROBE, planned.candidates,
-                                       f"the group's time ({seconds:g} s) ran out while another worker probed it"))
+            if item.key in outcomes:
+                hand(item, outcomes[item.key])
                 continue
-            probe = stored_probe(planned.key)
-            if probe is None:
-                probe = run_probe(codebase, planned.patch, environment=environment, sandbox=sandbox,
-                                  workroot=workroot, seconds=deadline - time.monotonic(), tests=planned.tests,
-                                  targets=planned.targets, examples=planned.examples)
-                if probe.notes and time.monotonic() >= deadline:  # cut by the group's time: no outcome to keep
-                    skipped.append(Skipped(PROBE, planned.candidates,
-                                           f"the group's time ({seconds:g} s) ran out during the probe"))
+            if time.monotonic() >= deadline:
+                skip(item, "before it started")
+                continue
+            with _key_held(workroot, item.key, deadline) as held:
+                if not held:
+                    skip(item, f"while another worker {done_as[0]} it")
                     continue
-            probed[planned.key] = probe
-            on_probe(planned, probe)
+                outcome = stored_of(item.key)
+                if outcome is None:
+                    try:
+                        outcome = do(item)
+                    except OutOfTime:
+                        skip(item, f"during the {done_as[1]}")
+                        continue
+                outcomes[item.key] = outcome
+                hand(item, outcome)
+
+    def probe(planned: PlannedProbe) -> Probe:
+        outcome = run_probe(codebase, planned.patch, environment=environment, sandbox=sandbox, workroot=workroot,
+                            seconds=deadline - time.monotonic(), tests=planned.tests, targets=planned.targets,
+                            examples=planned.examples)
+        if outcome.notes and time.monotonic() >= deadline:  # cut by the group's time: no outcome to keep
+            raise OutOfTime
+        return outcome
+
+    each_key_once(plan.runs, lambda run: run.suite, on_result, stored,
+                  lambda run: _run_one(run, codebase, sandbox, workroot, environment, deadline), ("ran", "run"))
+    each_key_once(plan.probes, lambda planned: PROBE, on_probe, stored_probe, probe, ("probed", "probe"))
     return skipped
 
 

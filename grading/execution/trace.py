@@ -25,6 +25,7 @@ from pathlib import Path
 
 from grading.diffs import MODIFIED, FileDiff, parse_patch
 from grading.execution.records import read_record, seat
+from grading.execution.selection import PatchSplitError, file_patches
 
 TRACER_SOURCE = Path(__file__).with_name("tracer.py").read_text(encoding="utf-8")
 CALLS, TARGETS = "calls.jsonl", "targets.json"
@@ -102,6 +103,21 @@ class Divergence:
 
     def __str__(self) -> str:
         return f"{self.target}({self.args}): the reference {self.reference}, this one {self.candidate}"
+
+
+def traced_in(reference_patch: str | None, checkout: Path) -> list[Target]:
+    """The functions of `checkout` (the base code, a folder) that `reference_patch` changes, read
+    from the files it modifies; none without a fix, or for one that cannot be cut by file (the
+    plan skips it, saying so)."""
+    if not reference_patch:
+        return []
+    try:
+        paths = [f.path for f in file_patches(reference_patch)]
+    except PatchSplitError:
+        return []
+    base = {path: (checkout / path).read_text(encoding="utf-8", errors="replace")
+            for path in paths if (checkout / path).is_file()}
+    return traced_functions(reference_patch, base)
 
 
 def traced_functions(reference_patch: str, base_files: Mapping[str, str], *,

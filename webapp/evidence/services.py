@@ -57,8 +57,7 @@ from grading.execution.environment import Environment
 from grading.execution.examples import statement_examples
 from grading.execution.probes import Probe
 from grading.execution.runner import MachineError
-from grading.execution.selection import file_patches
-from grading.execution.trace import Target, traced_functions
+from grading.execution.trace import traced_in
 from grading.sandbox import (
     Limits,
     Sandbox,
@@ -335,7 +334,7 @@ def _gather(group_id: int, mine) -> dict:
     plan = plan_runs([Candidate(tid, patch, passed) for tid, patch, passed, _ in rows],
                      codebase_id=codebase.id, codebase_files=codebase.files, environment=execution.environment,
                      reward_tests=execution.reward_tests, test_patch=execution.test_patch,
-                     reference_patch=reference_patch, targets=_traced(reference_patch, codebase.path),
+                     reference_patch=reference_patch, targets=traced_in(reference_patch, codebase.path),
                      examples=statement_examples(statement), budget=budget)
     keys = {run.key for run in plan.runs}
     outcomes = {key: RunOutcome.from_dict(outcome)
@@ -378,21 +377,6 @@ def _gather(group_id: int, mine) -> dict:
     return {"status": DONE, "reason": "", "error": "", "codebase": codebase.id[:700], "matrix": matrix.to_dict(),
             "breaks": {tid: [list(cell) for cell in cells] for tid, cells in broken.items()},
             "flaky": flaky(matrix), "breaks_tests": bool(broken), "lowered": code.lowered}
-
-
-def _traced(reference_patch: str | None, checkout: Path) -> list[Target]:
-    """The functions of the checkout that `reference_patch` changes (trace.traced_functions),
-    read from the checkout's files it modifies; none for a fix that cannot be cut by file (the
-    plan skips it, saying so)."""
-    if not reference_patch:
-        return []
-    try:
-        paths = [f.path for f in file_patches(reference_patch)]
-    except PatchSplitError:
-        return []
-    base = {path: (checkout / path).read_text(encoding="utf-8", errors="replace")
-            for path in paths if (checkout / path).is_file()}
-    return traced_functions(reference_patch, base)
 
 
 def _sandbox(environment: Environment) -> Sandbox:
