@@ -7,7 +7,8 @@ limits (GAGAR_<KIND>_SOFT_TIME_LIMIT, _TIME_LIMIT: no limit is app-wide). Config
 (and so from the environment).
 
 Cluster: CELERY_BROKER_URL=redis://... Embedded default: kombu's filesystem
-transport under CELERY_BROKER_DIR, so one machine still runs a real, separate
+transport under CELERY_BROKER_DIR (each message written whole before a consumer can
+see it: `AtomicFilesystemTransport`), so one machine still runs a real, separate
 worker process with no broker server. Grading rows in the database hold the
 state; there is no result backend.
 
@@ -15,10 +16,17 @@ state; there is no result backend.
     celery -A workers beat            # the periodic sweep (or: worker -B)
 """
 
+import os
+import uuid
+from time import monotonic
+
 from celery import Celery
 from celery.signals import task_postrun, task_prerun
 from django.conf import settings as django_settings
 from django.db import close_old_connections
+from kombu.exceptions import ChannelError
+from kombu.transport import filesystem
+from kombu.utils.json import dumps
 
 from grading.profiles import QUEUES
 
@@ -43,6 +51,35 @@ RUN_FIGURES_TASK = "workers.tasks.run_figures"  # on the derived queue
 DB_REUSE_MAX = 1000
 
 app = Celery("gagar", include=["workers.tasks"])
+
+
+class AtomicFilesystemChannel(filesystem.Channel):
+    """kombu's filesystem channel with each message written whole before it can be taken.
+
+    kombu's own `_put` creates the message file, then locks it, then writes it; a consumer
+    that lists the folder in between moves the file away (it never looks at the lock), reads
+    it empty and stops the worker with `Unrecoverable error: JSONDecodeError`. Here the message
+    is written under a name no consumer takes (it has no `.<queue>.msg` ending), then renamed
+    into place, which a folder sees whole or not at all."""
+
+    def _put(self, queue, payload, **kwargs):
+        name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
+        writing = os.path.join(self.data_folder_out, f"writing-{uuid.uuid4()}")
+        try:
+            with open(writing, "wb") as f:
+                f.write(dumps(payload).encode())
+            os.rename(writing, os.path.join(self.data_folder_out, name))
+        except OSError as error:
+            if os.path.exists(writing):
+                os.remove(writing)
+            raise ChannelError(f"cannot add message {name!r} to the queue folder: {error}") from error
+
+
+class AtomicFilesystemTransport(filesystem.Transport):
+    Channel = AtomicFilesystemChannel
+
+
+FILESYSTEM_TRANSPORT = f"{__name__}:{AtomicFilesystemTransport.__name__}"
 
 
 def broker_options(settings) -> dict:
@@ -73,8 +110,10 @@ def broker_options(settings) -> dict:
 
 def configure(settings) -> None:
     """(Re)apply the configuration from `settings`; tests call it after overriding them."""
+    filesystem_broker = settings.CELERY_BROKER_URL.startswith("filesystem:")
     app.conf.update(
         broker_url=settings.CELERY_BROKER_URL,
+        broker_transport=FILESYSTEM_TRANSPORT if filesystem_broker else None,
         broker_transport_options=broker_options(settings),
         broker_connection_retry_on_startup=True,
         result_backend=None,

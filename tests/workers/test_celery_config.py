@@ -1,11 +1,15 @@
 """The Celery settings the reliability of grading rests on."""
 
+import multiprocessing
+
 from django.conf import settings
 from django.test import override_settings
+from kombu import Connection
 
 from webapp.jobs import (
     AUDIT_FIGURES_TASK,
     EXPORT_TASK,
+    FILESYSTEM_TRANSPORT,
     GRADE_TASK,
     RENDER_TASK,
     SEARCH_INDEX_TASK,
@@ -70,3 +74,44 @@ def test_the_grade_task_retries_database_errors():
     grade = app.tasks[GRADE_TASK]
     assert grade.name == tasks.grade.name
     assert grade.autoretry_for and grade.max_retries
+
+
+MESSAGE = "x" * (1 << 20)  # a message of 1 MiB takes a while to write: a consumer looks meanwhile
+RACED = 40
+
+
+def _consume(transport_options: dict, into) -> None:
+    """Take RACED messages off the queue as fast as they come; put (taken, the error that stopped it)."""
+    taken = 0
+    with Connection(transport=FILESYSTEM_TRANSPORT, transport_options=transport_options) as broker:
+        queue = broker.SimpleQueue("raced")
+        try:
+            while taken < RACED:
+                message = queue.get(block=True, timeout=60)
+                assert message.payload == MESSAGE
+                message.ack()
+                taken += 1
+        except Exception as error:
+            into.put((taken, repr(error)))
+            return
+    into.put((taken, ""))
+
+
+def test_the_embedded_broker_never_hands_a_consumer_a_message_half_written(tmp_path):
+    """kombu's filesystem transport created a message file and then wrote it; a worker polling
+    the folder took it empty and stopped (`Unrecoverable error: JSONDecodeError`, seen in the
+    demo): on kombu's own transport this consumer stops at its first message."""
+    with override_settings(CELERY_BROKER_URL="filesystem://", CELERY_BROKER_DIR=tmp_path / "broker"):
+        options = {**broker_options(settings), "polling_interval": 0}
+        configure(settings)
+        assert app.conf.broker_transport == FILESYSTEM_TRANSPORT
+    configure(settings)
+    results = multiprocessing.get_context("fork").Queue()
+    consumer = multiprocessing.get_context("fork").Process(target=_consume, args=(options, results))
+    consumer.start()
+    with Connection(transport=FILESYSTEM_TRANSPORT, transport_options=options) as broker:
+        queue = broker.SimpleQueue("raced")
+        for _ in range(RACED):
+            queue.put(MESSAGE)
+    assert results.get(timeout=120) == (RACED, "")
+    consumer.join(timeout=60)
