@@ -1,10 +1,11 @@
 """In-process generation with transformers, on CPU or GPU, schema-constrained by xgrammar.
 
-Batched `generate` with left padding; each row gets its own compiled grammar through
-`xgrammar.contrib.hf.LogitsProcessor`, which keeps per-row matcher state and so must be
-new for every `generate` call. The grammar mask is applied before temperature/top-p
-(transformers puts custom processors first), so sampling never picks a token the
-schema forbids. torch, transformers and xgrammar are imported when a backend is built.
+Prompts are left-padded into one batch and prefilled row by row into a static KV cache,
+each from the longest prefix kept from earlier calls; `transformers_decode.decode` then
+decodes the batch in place, one forward per token, each row constrained by its own
+compiled grammar, the mask applied before temperature/top-p (as transformers' `generate`
+orders its processors), so sampling never picks a token the schema forbids. torch,
+transformers and xgrammar are imported when a backend is built.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from grading.backends import (
     local_model_path,
     per_conversation,
 )
+from grading.backends.transformers_decode import decode, register_attention
 from grading.cases import GraderError
 
 
@@ -56,7 +58,7 @@ class TransformersBackend(Backend):
         import xgrammar
 
         if model.config._attn_implementation == "sdpa":
-            model.set_attn_implementation(_register_attention())
+            model.set_attn_implementation(register_attention())
         tokenizer.padding_side = "left"
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -71,6 +73,7 @@ class TransformersBackend(Backend):
         info = xgrammar.TokenizerInfo.from_huggingface(
             tokenizer, vocab_size=model.config.vocab_size, stop_token_ids=self.stop_ids)
         self._compiler = xgrammar.GrammarCompiler(info)
+        self._filler = xgrammar.BatchGrammarMatcher()
         self._grammars: dict[str, object] = {}
         self._prefixes = _PrefixStore(prefix_cache_tokens)
         self._lock = threading.Lock()
@@ -123,38 +126,26 @@ class TransformersBackend(Backend):
 
     def _generate(self, prompts: list[list[int]], grammars: list, sampling: Sampling) -> list:
         import torch
-        from transformers import GenerationConfig, LogitsProcessorList
-        from xgrammar.contrib.hf import LogitsProcessor
 
         batch = self.tokenizer.pad({"input_ids": prompts}, padding=True,
                                    return_tensors="pt").to(self.model.device)
-        prompt_tokens = batch["attention_mask"].sum(dim=1).tolist()
+        prompt_tokens = [len(ids) for ids in prompts]
         width = batch["input_ids"].shape[1]
         cache = self._prefill(batch["input_ids"], prompt_tokens, width + sampling.max_new_tokens)
-        sample = sampling.temperature > 0
-        config = GenerationConfig(
-            max_new_tokens=sampling.max_new_tokens, do_sample=sample,
-            eos_token_id=self.stop_ids, pad_token_id=self.tokenizer.pad_token_id,
-            **({"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
-               if sample else {}),
-        )
         torch.manual_seed(sampling.seed)
         with torch.inference_mode():
-            output = self.model.generate(
-                **batch, cache=cache, generation_config=config,
-                logits_processor=LogitsProcessorList([LogitsProcessor(grammars)]))
+            rows = decode(self.model, cache, batch["input_ids"][:, -1], prompt_tokens, width,
+                          grammars, sampling, self.stop_ids, self._filler)
         replies = []
-        for row, n_prompt in zip(output[:, width:].tolist(), prompt_tokens, strict=True):
-            stop = next((i for i, token in enumerate(row) if token in self.stop_ids), None)
-            tokens = row if stop is None else row[:stop]
+        for row, n_prompt in zip(rows, prompt_tokens, strict=True):
+            stopped = bool(row) and row[-1] in self.stop_ids
             replies.append(Reply(
-                text=self.tokenizer.decode(tokens, skip_special_tokens=True),
-                prompt_tokens=int(n_prompt),
-                completion_tokens=len(row) if stop is None else stop + 1,
-                finish_reason="length" if stop is None else "stop",
+                text=self.tokenizer.decode(row[:-1] if stopped else row, skip_special_tokens=True),
+                prompt_tokens=n_prompt,
+                completion_tokens=len(row),
+                finish_reason="stop" if stopped else "length",
             ))
         return replies
-
 
     def _prefill(self, input_ids, lengths: list[int], max_length: int):
         """A static KV cache holding every prompt but its last token, left-padded.
@@ -163,7 +154,7 @@ class TransformersBackend(Backend):
         its attention mask (32 prompts of ~7k tokens: 52 s padded, 1.6 s row by row). Each
         row starts from the longest token prefix already in the prefix store (the shared
         system prompt, or the same conversation's previous turn), so a turn only computes
-        what is new. `generate` then feeds the last prompt tokens together and decodes the
+        what is new. `decode` then feeds the last prompt tokens together and decodes the
         batch in place (a static cache: no copy of the whole cache per token).
         """
         import torch
@@ -235,37 +226,6 @@ class _PrefixStore:
     def _drop(self, key: int) -> None:
         stored, _ = self.entries.pop(key)
         self.tokens -= len(stored)
-
-
-ATTENTION = "gagar_sdpa"
-
-
-def _register_attention() -> str:
-    """Register transformers' SDPA attention restricted to the cache slots in use, as
-    ATTENTION, and return that name.
-
-    A static cache holds the prompt and room for every new token, and SDPA reads all
-    of it at every step, the empty slots masked. Decoding reads the cache once per
-    token, so those slots (max_new_tokens of them per row) cost as much as the filled
-    ones; cutting the cache at the last slot any row may attend to removes them and
-    changes no result: they are masked out.
-    """
-    import torch
-    from transformers import AttentionInterface
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-    def attention(module, query, key, value, attention_mask, **kwargs):
-        if attention_mask is not None and attention_mask.dtype == torch.bool:
-            # The last query of each row sees the most slots (the mask is causal).
-            allowed = attention_mask[:, :, -1].flatten(0, 1).any(dim=0).nonzero()
-            used = int(allowed[-1]) + 1 if len(allowed) else 1
-            key, value, attention_mask = key[:, :, :used], value[:, :, :used], attention_mask[..., :used]
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-
-    AttentionInterface.register(ATTENTION, attention)
-    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
-    return ATTENTION
 
 
 def _error(error: Exception) -> GraderError:
