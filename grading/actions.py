@@ -85,13 +85,14 @@ def submission_schema(workspace: Workspace, rationale_chars: int) -> dict:
 
 
 def code_tool_schemas(labels: dict) -> list[dict]:
-    """view_file, run_tests and run over `labels` (an enum)."""
+    """view_file, run_tests and run over `labels` (an enum), and run_all."""
     line = {"type": "integer", "minimum": 0, "maximum": MAX_LINE}
     return [
         _object(tool={"const": "view_file"}, label=labels, path=_text(0, PATH_CHARS), start=line, end=line),
         _object(tool={"const": "run_tests"}, label=labels, tests={
             "type": "array", "minItems": 1, "maxItems": TESTS_PER_RUN, "items": _text(1, TEST_CHARS)}),
         _object(tool={"const": "run"}, label=labels, command=_text(1, COMMAND_CHARS)),
+        _object(tool={"const": "run_all"}, command=_text(1, COMMAND_CHARS)),
     ]
 
 

@@ -10,7 +10,8 @@ grader's own figures (grading/evidence.py), so a model starts from what it knows
 `evidence_execution` shows the group's execution evidence (grading/execution), each
 candidate's code run against the reward's, the codebase's and its peers' tests. For a group
 with that evidence the code tools, `view_file`, `run_tests` and `run`, read and run each
-candidate's code (grading/workspace_code.py); the grader hands their `CodeTools` in.
+candidate's code, and `run_all` runs one command on every passing candidate's code and the
+reference fix's (grading/workspace_code.py); the grader hands their `CodeTools` in.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ from grading.rankings import FLAGS, InvalidRanking, validate_ranking
 if TYPE_CHECKING:  # the code tools import this module: they are handed in, not imported
     from grading.workspace_code import CodeTools
 
-PROMPT_VERSION = "6"
+PROMPT_VERSION = "7"
 EVIDENCE_TOOLS = ("evidence_consensus", "evidence_integrity", "evidence_minimality", "evidence_execution")
-CODE_TOOLS = ("view_file", "run_tests", "run")
+CODE_TOOLS = ("view_file", "run_tests", "run", "run_all")
 TOOLS = ("list_trajectories", "view_patch", "view_transcript", "search", "compare", "view_tests",
          *EVIDENCE_TOOLS, *CODE_TOOLS)
 SUBMIT = "submit_ranking"
@@ -93,6 +94,9 @@ its entries.
 (ids or files) run on A's code in a sandbox: each one's result and the end of the output.
 - {{"tool": "run", "label": "A", "command": "python -c 'import pkg'"}}: a shell command run on \
 A's code in the sandbox, without network. Every run starts from A's code as its patch left it.
+- {{"tool": "run_all", "command": "python -c 'import pkg; print(pkg.f(0))'"}}: one shell command \
+run on the task's reference fix and on every passing candidate, one run of the budget: the \
+outcomes grouped, so a check of your own shows who behaves like the reference fix.
 The first turn says whether the code tools work for the group, and how many runs and seconds \
 they have in all.
 - {{"tool": "submit_ranking", "ranking": [["A"], ["B", "C"]], "rationales": {{"A": "..."}}, \
@@ -366,12 +370,20 @@ class Workspace:
         return cap(execution_text(self.group, self.label_of), self.caps.output_chars,
                    "view_patch shows a candidate's change")
 
-    def _code_tool(self, tool: str, label: str, **args) -> str:
+    def _code_tool(self, tool: str, **args) -> str:
+        if tool == "run_all":
+            passing = [(label, self._by_label[label]) for label in self.passing_labels]
+            self._code_available(tool)
+            return self.code.run_all(passing, **args)
+        label = args.pop("label", None)
         trajectory = self.trajectory(label)
+        self._code_available(tool)
+        return getattr(self.code, tool)(label, trajectory, **args)
+
+    def _code_available(self, tool: str) -> None:
         unavailable = self.no_code()
         if unavailable:
             raise ToolError(f"{tool} is unavailable for this group: {unavailable}")
-        return getattr(self.code, tool)(label, trajectory, **args)
 
     def no_code(self) -> str:
         """Why the code tools do not work here; "" when they do."""
@@ -385,8 +397,8 @@ class Workspace:
         """What the first turn says of the code tools: the same for every workspace of the group
         (the SFT export's too), so it follows the evidence, not whether the code came."""
         if not self.code_offered:
-            return f"Code: view_file, run_tests and run are unavailable for this group: {self.no_code()}."
-        return (f"Code: view_file, run_tests and run work on each candidate's code; they may run code "
+            return f"Code: view_file, run_tests, run and run_all are unavailable for this group: {self.no_code()}."
+        return (f"Code: view_file, run_tests, run and run_all work on each candidate's code; they may run code "
                 f"{self.caps.code_runs} time(s), {self.caps.code_seconds:g} s in all.")
 
     # --- submission --------------------------------------------------------------------

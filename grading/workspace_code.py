@@ -1,4 +1,5 @@
-"""The workspace's code tools: `view_file`, `run_tests` and `run` on a candidate's code.
+"""The workspace's code tools: `view_file`, `run_tests` and `run` on a candidate's code, and
+`run_all`, one command on every passing candidate's code and the task's reference fix's.
 
 `CodeAccess` is what a worker hands a grader for a group whose execution evidence was
 gathered (GroupCase.code): the same codebase, task environment and sandbox as that pass.
@@ -7,9 +8,10 @@ in a scratch folder of the worker's work root; leaving the access (a context man
 removes it. A run never touches that tree: it gets a fresh copy, so nothing a run changes
 stays, and what `view_file` shows is always the candidate's code as its patch left it.
 
-`CodeTools` are the three tools of one grading conversation, within its caps' code budget
-(`Caps.code_runs` runs, `Caps.code_seconds` seconds of sandbox time, setup included). The
-grader makes one per conversation and hands it to the Workspace, which resolves labels.
+`CodeTools` are the code tools of one grading conversation, within its caps' code budget
+(`Caps.code_runs` calls that run code, `Caps.code_seconds` seconds of sandbox time, setup
+included: a `run_all` is one call, its runs' seconds all counted). The grader makes one per
+conversation and hands it to the Workspace, which resolves labels.
 Patches are applied, never run, on the host; everything a candidate's code does runs in
 the sandbox, with the environment's memory limit and no network.
 """
@@ -17,6 +19,7 @@ the sandbox, with the environment's memory limit and no network.
 from __future__ import annotations
 
 import math
+import re
 import tempfile
 import time
 from collections import Counter
@@ -28,6 +31,7 @@ from pathlib import Path, PurePosixPath
 from grading.cases import TrajectoryCase
 from grading.execution.environment import PYTEST, Environment
 from grading.execution.matrix import PASS
+from grading.execution.plan import REFERENCE
 from grading.execution.reports import Refereed, read_referee, seat_referee
 from grading.sandbox import Limits, PatchRefused, RunResult, Sandbox, prepare_workdir, remove_tree
 from grading.sandbox import limits as sandbox_status
@@ -43,20 +47,25 @@ from grading.workspace import (
 
 RUN_OUTPUT_BYTES = 1024 * 1024  # a run printing more is killed: the agent sees a tail anyway
 BINARY_SNIFF_BYTES = 8192
+REFERENCE_LABEL = "reference"  # how run_all names the task's reference fix; no trajectory's label
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")  # an object's address differs from run to run
 
 
 class CodeAccess:
     """A group's candidates' code, to read and to run: `codebase` (a plain folder, never
     written to), the task's `environment`, the `sandbox`, and `workroot`, a folder the
-    sandbox's user may enter, where the scratch folder goes; runs end by `deadline`."""
+    sandbox's user may enter, where the scratch folder goes; runs end by `deadline`.
+    `reference_patch`: the task's own fix ("" when it has none), which run_all runs beside
+    the candidates."""
 
     def __init__(self, codebase: Path, environment: Environment, sandbox: Sandbox, workroot: Path,
-                 deadline: float = math.inf):
+                 deadline: float = math.inf, reference_patch: str = ""):
         self.codebase = codebase
         self.environment = environment
         self.sandbox = sandbox
         self.workroot = workroot
         self.deadline = deadline  # time.monotonic() past which no run starts: the worker's task has a time limit
+        self.reference_patch = reference_patch
         self._scratch: Path | None = None
         self._trees: dict[str, Path | PatchRefused] = {}
         self._copies = 0
@@ -112,7 +121,8 @@ class CodeAccess:
 
 
 class CodeTools:
-    """`view_file`, `run_tests` and `run` for one conversation over `access`, within `caps`."""
+    """`view_file`, `run_tests`, `run` and `run_all` for one conversation over `access`, within
+    `caps`."""
 
     def __init__(self, access: CodeAccess, caps: Caps):
         self.access = access
@@ -157,6 +167,53 @@ class CodeTools:
         script = replace(self.access.environment, setup=(command,)).setup_script()
         return self._run(label, trajectory, lambda referee: script, f"run {command}", refereed=False)
 
+    def run_all(self, candidates: Sequence[tuple[str, TrajectoryCase]], command: str) -> str:
+        """A shell command on the reference fix's code (when the task has one) and on each of
+        `candidates` (label, trajectory), in the sandbox: a model's own differential test. One
+        call of the budget, every run's seconds counted; the outcomes grouped by how each run
+        ended and what it printed (addresses aside), the reference's first."""
+        if not text_argument("command", command).strip():
+            raise ToolError("run_all needs a command")
+        self._check_budget()
+        self.runs_left -= 1
+        script = replace(self.access.environment, setup=(command,)).setup_script()
+        subjects = [(label, trajectory.patch or "", trajectory.trajectory_id) for label, trajectory in candidates]
+        if self.access.reference_patch:
+            subjects.insert(0, (REFERENCE_LABEL, self.access.reference_patch, REFERENCE))
+        groups: dict[tuple, list[str]] = {}
+        shown: dict[tuple, tuple[str, RunResult]] = {}
+        apart, not_run = [], []
+        for label, patch, key in subjects:
+            if self.seconds_left <= 0 or self.access.time_left() <= 0:
+                not_run.append(label)
+                continue
+            try:
+                tree = self.access.tree(key, patch)
+            except PatchRefused as refused:
+                apart.append(f"{label}: its patch cannot be applied to the codebase ({refused}); not run")
+                continue
+            outcome, result, _ = self._execute(tree, lambda referee: script, refereed=False, patch=patch)
+            same = (result.status, result.exit_code, _ADDRESS.sub("0x?", result.output))
+            groups.setdefault(same, []).append(label)
+            shown.setdefault(same, (outcome, result))
+        lines = [f"run_all {command}: {len(subjects) - len(not_run) - len(apart)} run(s) in "
+                 f"{len(groups)} distinct outcome(s)",
+                 f"[code budget left: {self.runs_left} run(s), {max(self.seconds_left, 0):.1f} s]"]
+        if not self.access.reference_patch:
+            lines.append("(the task has no reference fix: the candidates alone)")
+        tail = max(200, self.caps.log_chars // max(1, len(groups)))
+        for same, labels in groups.items():
+            outcome, result = shown[same]
+            output = result.output[-tail:]
+            cut = (f", the last {len(output)} of {len(result.output)} characters"
+                   if len(output) < len(result.output) else "")
+            lines.append(f"{', '.join(labels)}: {outcome}")
+            lines.append(f"  output{cut}:\n{output}" if result.output else "  output: (none)")
+        lines += apart
+        if not_run:
+            lines.append(f"not run, the code budget's or the worker's time spent: {', '.join(not_run)}")
+        return cap("\n".join(lines), self.caps.output_chars, "the outputs' ends are shown")
+
     # --- internals -----------------------------------------------------------------------
 
     def _show(self, label: str, target: Path, shown: str, start: int, end: int) -> str:
@@ -199,6 +256,14 @@ class CodeTools:
         """`script(referee)`: the script to run, given the referee's folder when `refereed` (a
         pytest run, read from the referee's record as the evidence pass reads it, not from what
         the candidate's code prints: grading/execution/reports.py), else None."""
+        self._check_budget()
+        tree = self._tree(label, trajectory)
+        self.runs_left -= 1
+        outcome, result, record = self._execute(tree, script, refereed=refereed, patch=trajectory.patch or "")
+        return self._report(label, f"{title}: {outcome}", result, record)
+
+    def _check_budget(self) -> None:
+        """ToolError, nothing run, when the budget or the worker's time is spent."""
         if self.runs_left < 1:
             raise ToolError(f"the code budget is spent: {self.caps.code_runs} run(s) of "
                             f"{self.caps.code_runs} used; nothing was run")
@@ -207,19 +272,22 @@ class CodeTools:
                             "nothing was run")
         if self.access.time_left() <= 0:
             raise ToolError("the worker's time for running code in this task is spent; nothing was run")
-        tree = self._tree(label, trajectory)
-        self.runs_left -= 1
+
+    def _execute(self, tree: Path, script: Callable[[str | None], str], *, refereed: bool,
+                 patch: str) -> tuple[str, RunResult, Refereed | None]:
+        """One run on a fresh copy of `tree`, the environment's setup first: what its status
+        means, its result, and the referee's record of a refereed run."""
         environment = self.access.environment
         with self.access.copy(tree) as workdir:
             setup = environment.setup_script()
             if setup is not None:
                 result, outcome = self._sandboxed(workdir, setup)
                 if result.status != sandbox_status.PASSED:
-                    return self._report(label, f"{title}: the environment's setup {outcome}", result, None)
+                    return f"the environment's setup {outcome}", result, None
             referee = seat_referee(workdir) if refereed else None
             result, outcome = self._sandboxed(workdir, script(referee))
-            record = read_referee(workdir / referee, result, trajectory.patch or "") if referee else None
-        return self._report(label, f"{title}: {outcome}", result, record)
+            record = read_referee(workdir / referee, result, patch) if referee else None
+        return outcome, result, record
 
     def _sandboxed(self, workdir: Path, script: str) -> tuple[RunResult, str]:
         """One sandboxed run, its wall clock the least of the environment's limit, the budget's

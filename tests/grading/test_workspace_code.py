@@ -200,9 +200,11 @@ def test_without_execution_evidence_the_code_tools_say_why_and_are_not_offered(g
                        ("run_tests", {"tests": ["tests/test_ops.py"]}), ("run", {"command": "ls"})):
         assert call(ws, tool, "good", **args) == f"error: {tool} is unavailable for this group: {NO_STORE}"
         assert schema_errors({"tool": tool, "label": "A", **args}, action_schema(ws, 20))
+    assert ws.run({"tool": "run_all", "command": "ls"}) == f"error: run_all is unavailable for this group: {NO_STORE}"
+    assert schema_errors({"tool": "run_all", "command": "ls"}, action_schema(ws, 20))
     system, user = ws.initial_messages()
     assert system["content"] == SYSTEM_PROMPT and '"tool": "view_file"' in SYSTEM_PROMPT
-    assert f"Code: view_file, run_tests and run are unavailable for this group: {NO_STORE}." in user["content"]
+    assert f"Code: view_file, run_tests, run and run_all are unavailable for this group: {NO_STORE}." in user["content"]
     unreachable = Workspace(replace(group, no_code="its code cannot be had now: the store moved"), seed=1)
     assert call(unreachable, "run", "good", command="ls") == (
         "error: run is unavailable for this group: its code cannot be had now: the store moved")
@@ -211,18 +213,55 @@ def test_without_execution_evidence_the_code_tools_say_why_and_are_not_offered(g
 def test_with_evidence_the_schema_offers_the_code_tools_within_the_reply_bound(group):
     ws = Workspace(group, seed=1)
     schema = action_schema(ws, 20)
-    assert "Code: view_file, run_tests and run work on each candidate's code; they may run code 5 time(s), " \
+    assert "Code: view_file, run_tests, run and run_all work on each candidate's code; they may run code 5 time(s), " \
            "60 s in all." in ws.initial_messages()[1]["content"]
     for action in ({"tool": "view_file", "label": "A", "path": "calc/ops.py", "start": 1, "end": 40},
                    {"tool": "run_tests", "label": "B", "tests": ["tests/test_ops.py::test_add"]},
-                   {"tool": "run", "label": "C", "command": "python -c 'import calc'"}):
+                   {"tool": "run", "label": "C", "command": "python -c 'import calc'"},
+                   {"tool": "run_all", "command": "python -c 'import calc'"}):
         assert schema_errors(action, schema) == []
+    assert schema_errors({"tool": "run_all", "label": "A", "command": "ls"}, schema)
     assert schema_errors({"tool": "run_tests", "label": "A", "tests": []}, schema)
     assert schema_errors({"tool": "run", "label": "A", "command": 'echo "hi"'}, schema)
     assert schema_errors({"tool": "view_file", "label": "Z", "path": "x", "start": 1, "end": 1}, schema)
     longest = {"tool": "run_tests", "label": ws.labels[-1], "tests": ["t" * 160] * 8}
     assert schema_errors(longest, schema) == []
     assert len(json.dumps(longest)) <= action_char_bound(ws, 20, submit_only=False)
+
+
+CLAMP_AND_ADD = "python -c 'from calc.ops import add, clamp; print(clamp(5, 0, 10), clamp(-1, 0, 10), add(0.5, 0.25))'"
+
+
+def test_run_all_runs_one_command_on_the_reference_and_every_passing_candidate_grouping_their_outcomes(
+        group, codebase, environment, sandbox, workroot, tmp_path):
+    reference = evidencedata.diff({"calc/ops.py": evidencedata.FIXED}, tmp_path / "reference")
+    with CodeAccess(codebase, environment, sandbox, workroot, reference_patch=reference) as access:
+        ws = workspace(group, access)
+        text = ws.run({"tool": "run_all", "command": CLAMP_AND_ADD})
+    label = ws.label_of
+    like_reference = sorted(label(c) for c in ("good", "good_copy", "also_good"))
+    lines = text.splitlines()
+    assert lines[0] == f"run_all {CLAMP_AND_ADD}: 6 run(s) in 3 distinct outcome(s)"
+    assert lines[1].startswith(f"[code budget left: {Caps().code_runs - 1} run(s), ")  # one call of the budget
+    outcomes = {line.split(": ")[0]: lines[i + 1:i + 3] for i, line in enumerate(lines)
+                if ": passed in " in line}
+    assert outcomes[", ".join(["reference", *like_reference])] == ["  output:", "5 0 0.75"]
+    assert outcomes[label("breaks")] == ["  output:", "5 0 0"]          # add truncates
+    assert outcomes[label("no_effect")] == ["  output:", "5 -1 0.75"]   # clamp does nothing
+    assert (f"{label('hostile')}: its patch cannot be applied to the codebase (../outside.py: '..' in the path "
+            "leaves the tree); not run") in lines
+    assert label("fails") not in text  # failing candidates are context, not ranked
+
+
+def test_run_all_without_a_reference_runs_the_candidates_and_says_so_and_stops_when_the_budget_is_spent(
+        group, access):
+    ws = workspace(group, access, Caps(code_seconds=2.5))
+    text = ws.run({"tool": "run_all", "command": "sleep 1"})
+    assert "(the task has no reference fix: the candidates alone)" in text
+    assert "not run, the code budget's or the worker's time spent: " in text
+    assert ws.run({"tool": "run_all", "command": "true"}) == (
+        "error: the code budget is spent: its 2.5 s are used; nothing was run")
+    assert ws.run({"tool": "run_all", "command": " "}) == "error: run_all needs a command"
 
 
 def test_leaving_the_access_removes_every_tree_and_copy(group, codebase, environment, sandbox, workroot):

@@ -1,8 +1,8 @@
 """The agentic grader reads and runs the candidates' code through a real worker: the evidence
 pass gathers the calc group's matrix, then the grading worker hands the grader that group's
-codebase, environment and sandbox, and a scripted model (tests/workers/backends.py) calls
-run_tests on every passing candidate and view_file on one. A group without evidence is graded
-with the code tools unavailable, saying why."""
+codebase, environment, sandbox and reference fix, and a scripted model (tests/workers/backends.py)
+calls run_tests on the passing candidates, run_all on them and the reference fix, and view_file on
+one. A group without evidence is graded with the code tools unavailable, saying why."""
 
 from pathlib import Path
 
@@ -49,7 +49,9 @@ def transcript(launch, group_id: str) -> list[dict]:
 
 def test_a_worker_gives_the_agentic_grader_each_candidates_code(tmp_path, sandbox_python, evidence_env,
                                                                  graders_file, workers):
-    records = evidencedata.records("calc-1", sandbox_python, tmp_path / "calc") + plain_group("plain-1", [1, 1, 0])
+    records = (evidencedata.records("calc-1", sandbox_python, tmp_path / "calc",
+                                    reference={"calc/ops.py": evidencedata.FIXED})
+               + plain_group("plain-1", [1, 1, 0]))
     batch = import_batch(tmp_path, sandbox_python, "calc", records)
     workers(evidence_env)
     launch = grading_launch(batch=batch, grader="code")
@@ -61,8 +63,8 @@ def test_a_worker_gives_the_agentic_grader_each_candidates_code(tmp_path, sandbo
     first_turn = next(m["content"] for m in messages if m.get("role") == "user")
     assert "they may run code 5 time(s), 60 s in all." in first_turn
     outputs = [m for m in messages if m.get("role") == "tool"]
-    assert [m["tool"] for m in outputs] == ["run_tests"] * 5 + ["view_file"]
-    for output in outputs[:5]:
+    assert [m["tool"] for m in outputs] == ["run_tests"] * 4 + ["run_all", "view_file"]
+    for output in outputs[:4]:
         label = output["content"].split(":", 1)[0]
         if ids[label] == "breaks":
             assert "  fail tests/test_ops.py::test_add" in output["content"]
@@ -71,15 +73,20 @@ def test_a_worker_gives_the_agentic_grader_each_candidates_code(tmp_path, sandbo
     label = outputs[5]["content"].split("=== ", 1)[1].split(":", 1)[0]
     shown = [line[6:] for line in outputs[5]["content"].splitlines() if line[:5].strip().isdigit()]
     assert shown == CANDIDATE_CODE[ids[label]].splitlines()
-    assert "[code budget left: 0 run(s)" in outputs[4]["content"]
+    checked = outputs[4]["content"].splitlines()
+    assert "6 run(s) in 2 distinct outcome(s)" in checked[0] and "[code budget left: 0 run(s)" in checked[1]
+    clamps = ("good", "good_copy", "also_good", "breaks")  # breaks is wrong about add, not clamp
+    like_reference = sorted(label for label, tid in ids.items() if tid in clamps)
+    assert checked[2].startswith(", ".join(["reference", *like_reference]) + ": passed in ")
+    assert checked[3:5] == ["  output:", "0 5"]
     trees = Path(settings.DATA_DIR) / "evidence" / "runs"
     # The trees go once the grades are written: just after the gradings read done.
     wait_until(lambda: not list(trees.glob("code-*")), timeout=30, message="the candidates' trees stayed")
 
     plain = transcript(launch, "plain-1")
     assert not any(m.get("role") == "tool" for m in plain)
-    assert ("Code: view_file, run_tests and run are unavailable for this group: no mirror of o/r in the codebase "
-            "store $GAGAR_CODEBASES.") in next(m["content"] for m in plain if m.get("role") == "user")
+    assert ("Code: view_file, run_tests, run and run_all are unavailable for this group: no mirror of o/r in the "
+            "codebase store $GAGAR_CODEBASES.") in next(m["content"] for m in plain if m.get("role") == "user")
 
 
 @pytest.mark.slow

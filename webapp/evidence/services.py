@@ -269,6 +269,7 @@ class GroupCode:
     execution: TaskExecution
     sandbox: Sandbox
     lowered: str = ""  # what the deployment lowered of the task's environment, said for the group page
+    reference_patch: str = ""  # the task's own fix, "" when it has none
 
 
 def group_code(group_id: int, *, trajectory_tests: Iterable[Mapping | None] = ()) -> GroupCode:
@@ -278,7 +279,7 @@ def group_code(group_id: int, *, trajectory_tests: Iterable[Mapping | None] = ()
     when it cannot be had here."""
     if not evidence_enabled():
         raise NoCodebase("no codebase store is configured (GAGAR_CODEBASES)")
-    group = Group.objects.values("repo", "base_commit", "task_extra").get(pk=group_id)
+    group = Group.objects.values("repo", "base_commit", "task_extra", "reference_patch").get(pk=group_id)
     task = group["task_extra"] or {}
     store = CodebaseStore(Path(settings.GAGAR_CODEBASES), _data() / "codebases")
     codebase = store.checkout(repo=group["repo"], base_commit=group["base_commit"],
@@ -286,7 +287,8 @@ def group_code(group_id: int, *, trajectory_tests: Iterable[Mapping | None] = ()
     execution = task_execution(task, store_environment=store.environment(group["repo"]),
                                trajectory_tests=trajectory_tests)
     environment, lowered = _capped(execution.environment)
-    return GroupCode(codebase, replace(execution, environment=environment), _sandbox(environment), lowered)
+    return GroupCode(codebase, replace(execution, environment=environment), _sandbox(environment), lowered,
+                     group["reference_patch"] or "")
 
 
 def _capped(environment: Environment) -> tuple[Environment, str]:

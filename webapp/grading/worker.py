@@ -187,7 +187,8 @@ def _with_code(claims: list[_Claim], cases: list[GroupCase], code_trees: ExitSta
         except (NoCodebase, SandboxConfigError) as error:
             given.append(replace(case, no_code=f"its code cannot be had now: {error}"))
             continue
-        access = CodeAccess(code.codebase.path, code.execution.environment, code.sandbox, workroot(), deadline)
+        access = CodeAccess(code.codebase.path, code.execution.environment, code.sandbox, workroot(), deadline,
+                            code.reference_patch)
         given.append(replace(case, code=code_trees.enter_context(access)))
     return given
 
