@@ -164,8 +164,8 @@ def applied_patch(patch: str, test_patch: str) -> str:
 def plan_runs(candidates: Sequence[Candidate], *, codebase_id: str,
               codebase_files: Sequence[str], environment: Environment,
               reward_tests: Sequence[str], test_patch: str = "", reference_patch: str | None = None,
-              targets: Sequence[Target] = (), examples: Sequence[Example] = (),
-              existing_tests_rule: ExistingTestsRule = named_after_touched_modules,
+              targets: Sequence[Target] = (), calling_tests: Sequence[str] = (),
+              examples: Sequence[Example] = (), existing_tests_rule: ExistingTestsRule = named_after_touched_modules,
               budget: GroupBudget = GroupBudget()) -> Plan:
     """The runs of one group, best first: the passing candidates' reward runs, the
     reference fix's reward and reward-files runs, the passing candidates' reward-files runs,
@@ -174,10 +174,11 @@ def plan_runs(candidates: Sequence[Candidate], *, codebase_id: str,
     `codebase_files` lists the codebase's files (for `existing_tests_rule`); no reward
     runs without `reward_tests`, no reward-files runs without a test file in `test_patch`.
     `reference_patch` is the task's own fix ("" or None: it has none); `targets`, the functions
-    it changes (trace.traced_functions), are traced on it and on each passing candidate, and
-    `examples`, the statement's (examples.statement_examples), run on those and on the base
-    code: `Plan.probes`. A candidate whose patch cannot be cut by file is skipped whole, and
-    so is such a reference fix. Raises ValueError for repeated candidate ids or one that is
+    it changes (trace.traced_functions), are traced on it and on each passing candidate while
+    the test patch's files and `calling_tests` (the codebase's test files that call them:
+    trace.calling_tests) run, and `examples`, the statement's (examples.statement_examples),
+    run on those and on the base code: `Plan.probes`. A candidate whose patch cannot be cut by
+    file is skipped whole, and so is such a reference fix. Raises ValueError for repeated candidate ids or one that is
     `REFERENCE` or `BASE`, PatchSplitError for a test patch that cannot be cut by file."""
     ids = [c.id for c in candidates]
     if len(set(ids)) != len(ids):
@@ -249,7 +250,7 @@ def plan_runs(candidates: Sequence[Candidate], *, codebase_id: str,
                                f"over the group's budget of {budget.runs} runs"))
     traced = tuple(targets) if reference else ()
     probes = _Probes(codebase_id, environment)
-    trace_tests = tuple(reward_files or reward_tests) if traced else ()
+    trace_tests = tuple(dict.fromkeys([*(reward_files or reward_tests), *calling_tests])) if traced else ()
     if reference and (traced or examples):
         probes.add(REFERENCE, as_the_reward_applies(reference[0]), trace_tests, traced, examples)
     if examples:

@@ -104,8 +104,14 @@ def runnable_test_files(test_part: str) -> list[str]:
     """The test files of `test_part` a test command can be given: added or changed, of a
     programming language, not a conftest."""
     return [f.path for f in file_patches(test_part)
-            if f.is_test and not f.deleted and extension(f.path) in CODE_EXTENSIONS
-            and posixpath.basename(f.path) not in _NOT_RUN]
+            if f.is_test and not f.deleted and runnable_test_path(f.path)]
+
+
+def runnable_test_path(path: str) -> bool:
+    """Whether a test command can be given the file `path`: a test file of a programming
+    language that holds tests of its own (not a conftest or a package's `__init__`)."""
+    return (is_test_path(path) and extension(path) in CODE_EXTENSIONS
+            and posixpath.basename(path) not in _NOT_RUN)
 
 
 def named_after_touched_modules(touched: Sequence[str], codebase_files: Sequence[str]) -> list[str]:

@@ -6,7 +6,10 @@ base code; the tracer (tracer.py), seated in a run's copy (`seat_tracer`) and lo
 test command (`tracer_env`), records each call of them while the tests and the issue's examples
 run: the arguments, and the result or the exception's type. `read_trace` reads that record back
 (`TraceRecord`), and `compare_traces` lists the calls a candidate and the reference both made
-whose outcomes differ (`Divergence`).
+whose outcomes differ (`Divergence`). Beside the test patch's files, the trace runs the
+codebase's test files that call those functions most (`calling_tests`): a test patch often
+calls a changed function only the way the issue did, and a candidate that differs elsewhere
+(with other arguments, another type) shows there.
 
 On graded SWE-bench groups the count of divergences separated 28 pairs of candidates, right on
 21; with shortest-first as its tie-breaker it reached 0.66 pairwise accuracy, against 0.45 for
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shlex
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -25,11 +29,12 @@ from pathlib import Path
 
 from grading.diffs import MODIFIED, FileDiff, parse_patch
 from grading.execution.records import read_record, seat
-from grading.execution.selection import PatchSplitError, file_patches
+from grading.execution.selection import PatchSplitError, file_patches, runnable_test_path
 
 TRACER_SOURCE = Path(__file__).with_name("tracer.py").read_text(encoding="utf-8")
 CALLS, TARGETS = "calls.jsonl", "targets.json"
 MAX_TARGETS = 20
+MAX_CALLING_FILES = 3
 # Per target, the distinct argument lists kept: the tracer writes at most 100 (args, outcome)
 # lines per process, and the tests and each example are a process of their own.
 MAX_CALLS = 200
@@ -118,6 +123,35 @@ def traced_in(reference_patch: str | None, checkout: Path) -> list[Target]:
     base = {path: (checkout / path).read_text(encoding="utf-8", errors="replace")
             for path in paths if (checkout / path).is_file()}
     return traced_functions(reference_patch, base)
+
+
+def calling_tests(targets: Sequence[Target], checkout: Path, codebase_files: Sequence[str], *,
+                  skip: Iterable[str] = (), limit: int = MAX_CALLING_FILES) -> list[str]:
+    """The Python test files of `checkout` (the base code) that call `targets` by name most often,
+    most calls first (then by path), at most `limit`, none of `skip` (the test patch's files,
+    which the trace runs anyway) and none that call none of them."""
+    names = {_called_as(target.qualname) for target in targets}
+    if not names:
+        return []
+    call = re.compile(rf"\b(?:{'|'.join(sorted(map(re.escape, names)))})\s*\(")
+    skipped = set(skip)
+    counts = {}
+    for path in codebase_files:
+        if path.endswith(".py") and runnable_test_path(path) and path not in skipped:
+            try:
+                text = (checkout / path).read_text(encoding="utf-8", errors="replace")
+            except OSError:  # a broken symlink, a folder named like a file
+                continue
+            found = len(call.findall(text))
+            if found:
+                counts[path] = found
+    return sorted(counts, key=lambda path: (-counts[path], path))[:limit]
+
+
+def _called_as(qualname: str) -> str:
+    """The name a call of `qualname` is written with: a constructor by its class's."""
+    *owners, name = qualname.split(".")
+    return owners[-1] if name == "__init__" and owners else name
 
 
 def traced_functions(reference_patch: str, base_files: Mapping[str, str], *,

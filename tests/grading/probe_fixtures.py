@@ -31,7 +31,19 @@ class Interval:
     def clamp(self, x):
         return x
 """
-CODEBASE = {"calc/__init__.py": "", "calc/ops.py": OPS, "calc/interval.py": INTERVAL, "tests/__init__.py": ""}
+# The codebase's own test of clamp's inverted bounds, which takes any outcome.
+TEST_BOUNDS = """\
+from calc.ops import clamp
+
+
+def test_inverted_bounds_end_somehow():
+    try:
+        clamp(30, 20, 5)
+    except ValueError:
+        pass
+"""
+CODEBASE = {"calc/__init__.py": "", "calc/ops.py": OPS, "calc/interval.py": INTERVAL, "tests/__init__.py": "",
+            "tests/test_bounds.py": TEST_BOUNDS}
 CLAMPED = "    return max(low, min(x, high))\n"
 REFUSES_INVERTED = "    if low > high:\n        raise ValueError('low > high')\n"
 INTERVAL_FIXED = INTERVAL.replace("        return x\n", "        return max(self.low, min(x, self.high))\n")

@@ -21,7 +21,7 @@ from grading.execution import (
     trace_control,
 )
 from grading.execution.examples import statement_examples
-from grading.execution.trace import Divergence, traced_functions
+from grading.execution.trace import Divergence, Target, calling_tests, traced_functions
 from grading.graders.heuristic import HeuristicGrader
 from grading.rankings import validate_ranking
 from grading.workspace import Workspace
@@ -132,3 +132,45 @@ def test_the_workspace_shows_the_diverging_call_and_the_examples_by_label(gather
     assert "Example 1:\nfrom calc.interval import Interval\nprint(Interval(0, 10).clamp(11))" in text
     assert "  the base code: 11\n  the reference fix: 10\n" in text
     assert f"  {workspace.label_of('alike')}: 10" in text
+
+
+def test_a_divergence_only_the_codebases_own_tests_reach_is_found_in_the_test_files_that_call_the_changed_functions(
+        codebase, patch_of, sandbox, environment, workroot):
+    """The test patch calls clamp only within its bounds; the codebase's tests/test_bounds.py
+    calls it with inverted ones, where the reference raises and `diverges` returns a bound."""
+    within_bounds = TEST_CLAMP.split("\n\ndef test_clamp_inverted_ends")[0] + "\n"
+    test_patch, reference = patch_of({"tests/test_clamp.py": within_bounds}), patch_of(REFERENCE_FILES)
+    targets = traced_functions(reference, CODEBASE)
+    calling = calling_tests(targets, codebase, sorted(CODEBASE), skip=["tests/test_clamp.py"])
+    assert calling == ["tests/test_bounds.py"]
+
+    def divergences(calling_tests):
+        plan = plan_runs([Candidate("diverges", patch_of(CLAMPS_INVERTED), True)], codebase_id="calc",
+                         codebase_files=sorted(CODEBASE), environment=environment, reward_tests=REWARD_TESTS,
+                         test_patch=test_patch, reference_patch=reference, targets=targets,
+                         calling_tests=calling_tests)
+        outcomes, probes = {}, {}
+        run_planned(plan, codebase=codebase, sandbox=sandbox, workroot=workroot, environment=environment,
+                    on_result=lambda run, outcome: outcomes.__setitem__(run.key, outcome),
+                    on_probe=lambda planned, probe: probes.__setitem__(planned.key, probe), seconds=300)
+        return diverges_from_reference(Matrix.build(plan, outcomes, (), probes))
+
+    assert divergences(()) == {}  # the test patch's file alone never reaches the difference
+    assert divergences(calling) == {
+        "diverges": [Divergence(CLAMP, "x=30, low=20, high=5", "raises ValueError", "returns 20")]}
+
+
+def test_the_files_that_call_the_changed_functions_most_come_first_and_a_constructor_is_called_by_its_class(
+        tmp_path):
+    files = {"pkg/tests/test_many.py": "f(1)\nf(2)\nobj.f (3)\n", "pkg/tests/test_one.py": "f(1)\nfx(2)\n",
+             "pkg/tests/test_none.py": "fx(1)\n", "pkg/tests/conftest.py": "f(1)\nf(1)\nf(1)\nf(1)\n",
+             "pkg/tests/test_make.py": "Thing(1)\n", "pkg/mod.py": "f(1)\nf(1)\nf(1)\nf(1)\n"}
+    for path, text in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    targets = [Target("pkg/mod.py", "f"), Target("pkg/mod.py", "Thing.__init__")]
+    assert calling_tests(targets, tmp_path, sorted(files)) == [
+        "pkg/tests/test_many.py", "pkg/tests/test_make.py", "pkg/tests/test_one.py"]
+    assert calling_tests(targets, tmp_path, sorted(files), skip=["pkg/tests/test_many.py"], limit=1) == [
+        "pkg/tests/test_make.py"]
+    assert calling_tests([], tmp_path, sorted(files)) == []

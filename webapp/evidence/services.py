@@ -57,7 +57,8 @@ from grading.execution.environment import Environment
 from grading.execution.examples import statement_examples
 from grading.execution.probes import Probe
 from grading.execution.runner import MachineError
-from grading.execution.trace import traced_in
+from grading.execution.selection import runnable_test_files
+from grading.execution.trace import calling_tests, traced_in
 from grading.sandbox import (
     Limits,
     Sandbox,
@@ -333,10 +334,13 @@ def _gather(group_id: int, mine) -> dict:
                          runs=int(work.setting("evidence", "RUNS")),
                          seconds=float(work.setting("evidence", "SECONDS")))
     reference_patch, statement = Group.objects.values_list("reference_patch", "statement").get(pk=group_id)
+    targets = traced_in(reference_patch, codebase.path)
     plan = plan_runs([Candidate(tid, patch, passed) for tid, patch, passed, _ in rows],
                      codebase_id=codebase.id, codebase_files=codebase.files, environment=execution.environment,
                      reward_tests=execution.reward_tests, test_patch=execution.test_patch,
-                     reference_patch=reference_patch, targets=traced_in(reference_patch, codebase.path),
+                     reference_patch=reference_patch, targets=targets,
+                     calling_tests=calling_tests(targets, codebase.path, codebase.files,
+                                                 skip=runnable_test_files(execution.test_patch)),
                      examples=statement_examples(statement), budget=budget)
     keys = {run.key for run in plan.runs}
     outcomes = {key: RunOutcome.from_dict(outcome)
