@@ -54,11 +54,19 @@ $(VENV313)/.installed: requirements/app.txt requirements/test.txt pyproject.toml
 # manager and reward loop import, and the client (installed without Django, as a trainer installs it).
 # OpenRLHF 0.11.2 (it pins deepspeed, flash-attn, vllm...) comes without its dependencies too:
 # the reward server's test runs only its reward request code, which needs aiohttp and pylatexenc.
+# So do verifiers 0.3.1 (its classic Rubric; 0.4 has no group reward functions) and ART 0.5.18
+# (the last for Python 3.11), with what `import verifiers`, `import art` and ART's advantage and
+# packing code import: no model clients run, no sandbox, no litellm call.
 $(VERL_VENV)/.installed: client/pyproject.toml
 	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python $(PIP_INSTALL) torch==2.13.0 numpy packaging pyyaml omegaconf codetiming \
 		orjson ray==2.60.0 tensordict==0.10.0 transformers==5.10.4 aiohttp==3.14.5 pylatexenc==2.11
 	$(VERL_VENV)/bin/python $(PIP_INSTALL) --no-deps verl==0.9.1 openrlhf==0.11.2
+	$(VERL_VENV)/bin/python $(PIP_INSTALL) --no-deps verifiers==0.3.1 openpipe-art==0.5.18 openai==3.60.0 \
+		anthropic==2.17.0 httpx2==2.16.2 sniffio==1.3.1 opentelemetry-api==1.45.2 jiter==0.19.0 \
+		docstring-parser==0.18.0 renderers==0.1.12 prime-pydantic-config==0.4.3 tenacity==9.2.1 \
+		litellm==1.82.0 fastuuid==0.14.0 tiktoken==0.14.0 python-dotenv==1.2.4 polars==1.33.1 \
+		pydantic-settings==2.16.3 h2==4.4.1 hyperframe==6.1.0 pillow==13.0.0
 	$(VERL_VENV)/bin/python $(PIP_INSTALL) -e ./client
 	touch $@
 

@@ -195,6 +195,13 @@ def park(settings: Settings, key: str, sample: Sample) -> asyncio.Future:
     return _buffer().park(settings, key, sample)
 
 
+def park_group(settings: Settings, key: str, samples: list[Sample]) -> list[asyncio.Future]:
+    """Park a group handed over whole (verifiers' and ART's group scoring) in the running
+    loop's buffer: it is graded with the groups that complete within `batch_window` of it,
+    and each future gets its sample's value. `settings.group_timeout` plays no part."""
+    return _buffer().park_group(settings, key, samples)
+
+
 async def _test_score(test_score, **sample) -> float:
     """The test verdict as a float; a plain function runs in a thread, not in the loop."""
     score = test_score_function(test_score)
@@ -240,11 +247,16 @@ class _Buffer:
         self.filling: dict[tuple[Settings, str], _Group] = {}
         self.complete: dict[Settings, list[_Group]] = {}
         self.requests: set[asyncio.Task] = set()  # the loop keeps only weak references to tasks
+        self.just_completed: set[tuple[Settings, str]] = set()  # for group_timeout seconds after completing
 
     def park(self, settings: Settings, key: str, sample: Sample) -> asyncio.Future:
         loop = asyncio.get_running_loop()
         group = self.filling.get((settings, key))
         if group is None:
+            if (settings, key) in self.just_completed:
+                logger.warning("GAGAR %s: group %s has another response within %g s of its %d being complete: "
+                               "more responses per prompt than group_size? Then each group is graded in parts",
+                               settings.run, _shown(key), settings.group_timeout, settings.group_size)
             group = self.filling[(settings, key)] = _Group(key)
             group.expiry = loop.call_later(settings.group_timeout, self._expire, settings, group)
         call = loop.create_future()
@@ -253,11 +265,24 @@ class _Buffer:
         if len(group.samples) == settings.group_size:
             del self.filling[(settings, key)]
             group.expiry.cancel()
-            waiting = self.complete.setdefault(settings, [])
-            waiting.append(group)
-            if len(waiting) == 1:
-                loop.call_later(settings.batch_window, self._send, settings)
+            self.just_completed.add((settings, key))
+            loop.call_later(settings.group_timeout, self.just_completed.discard, (settings, key))
+            self._wait_for_request(settings, group)
         return call
+
+    def park_group(self, settings: Settings, key: str, samples: list[Sample]) -> list[asyncio.Future]:
+        loop = asyncio.get_running_loop()
+        group = _Group(key, list(samples), [loop.create_future() for _ in samples])
+        self._wait_for_request(settings, group)
+        return group.calls
+
+    def _wait_for_request(self, settings: Settings, group: _Group) -> None:
+        """Queue a complete group for the app request that goes out `batch_window` after the
+        first group queued for it."""
+        waiting = self.complete.setdefault(settings, [])
+        waiting.append(group)
+        if len(waiting) == 1:
+            asyncio.get_running_loop().call_later(settings.batch_window, self._send, settings)
 
     def _expire(self, settings: Settings, group: _Group) -> None:
         del self.filling[(settings, group.key)]

@@ -1,5 +1,5 @@
-"""One training step's groups as rollout records, graded by the app: what the TRL and verl
-reward functions share."""
+"""One training step's groups as rollout records, graded by the app: what the reward
+functions for every trainer share."""
 
 from __future__ import annotations
 
@@ -153,6 +153,30 @@ def step_values(client: Client, records: list[dict], *, run: str, step: int, gra
         logger.warning("GAGAR %s step %s: group %s gets its plain GRPO advantages (%s)", run, step, group_id,
                        reason)
     return [result.rewards[(r["group_id"], r["trajectory_id"])] for r in records], result.fallback
+
+
+def final_text(content: str | list[dict]) -> str:
+    """A completion as text: a plain one as it is, a conversational one's last message content."""
+    if isinstance(content, str):
+        return content
+    return str(content[-1].get("content") or "") if content else ""
+
+
+def as_messages(content: str | list[dict], role: str) -> list[dict]:
+    """A prompt or completion as chat messages (a conversational one already is)."""
+    if isinstance(content, str):
+        return [{"role": role, "content": content}]
+    return [dict(message) for message in content]
+
+
+def whole_group_problem(key: str, count: int, group_size: int, size_name: str = "group_size") -> str | None:
+    """Why a group handed over in one call is not whole, or None: part of a group split across
+    calls (or a `group_size` other than the trainer's) must never be graded as a group of its own."""
+    if count == group_size:
+        return None
+    cause = (f"part of a group split across calls, or fewer responses per prompt than {size_name}"
+             if count < group_size else f"more responses per prompt than {size_name}")
+    return f"group {key!r} has {count} responses where {size_name} is {group_size} ({cause})"
 
 
 def test_rewards(values: Sequence, n: int, source: str) -> list[float]:

@@ -17,7 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gagar_client.steps import Sample, group_records, step_values, test_rewards
+from gagar_client.steps import (
+    Sample,
+    as_messages,
+    final_text,
+    group_records,
+    step_values,
+    test_rewards,
+    whole_group_problem,
+)
 
 if TYPE_CHECKING:
     from gagar_client.client import Client
@@ -26,9 +34,7 @@ if TYPE_CHECKING:
 def completion_text(completion: str | list[dict], row: dict) -> str:
     """The completion as text: a standard completion as it is, a conversational one's
     last message content. The default `patch_of`, for a model that answers with a diff."""
-    if isinstance(completion, str):
-        return completion
-    return str(completion[-1]["content"]) if completion else ""
+    return final_text(completion)
 
 
 def gagar_reward(
@@ -82,7 +88,7 @@ def gagar_reward(
             row = {key: values[i] for key, values in columns.items()}
             row["prompt"] = prompt
             sample = Sample(reward=rewards[i], patch=patch_of(completion, row),
-                            messages=_messages(prompt, "user") + _messages(completion, "assistant"))
+                            messages=as_messages(prompt, "user") + as_messages(completion, "assistant"))
             local.append((str(row[task_column]), prompt, sample))
 
         def grade(everything):
@@ -106,16 +112,17 @@ def step_records(completions: Sequence[tuple[str, Any, Sample]], *, num_generati
                  pass_threshold: float) -> list[dict]:
     """Rollout records of a generation batch of (task, prompt, sample), laid out as TRL lays
     it out: each run of `num_generations` is one prompt's group."""
-    if len(completions) % num_generations:
-        raise ValueError(f"gagar_reward: {len(completions)} completions do not split into groups of "
-                         f"num_generations={num_generations}; give gagar_reward GRPOConfig's num_generations")
     records = []
     for start in range(0, len(completions), num_generations):
         group = completions[start:start + num_generations]
+        end = start + len(group) - 1
         tasks = sorted({task for task, _, _ in group})
         if len(tasks) > 1:
-            raise ValueError(f"gagar_reward: completions {start}..{start + num_generations - 1} are of the tasks "
-                             f"{tasks}, not one group; give gagar_reward GRPOConfig's num_generations")
+            raise ValueError(f"gagar_reward: completions {start}..{end} are of the tasks {tasks}, not one group; "
+                             "give gagar_reward GRPOConfig's num_generations")
+        if problem := whole_group_problem(tasks[0], len(group), num_generations, "num_generations"):
+            raise ValueError(f"gagar_reward: completions {start}..{end}: {problem}; it is not graded. Give "
+                             "gagar_reward GRPOConfig's num_generations")
         task, prompt, _ = group[0]
         records += group_records(task, [sample for _, _, sample in group], position=start,
                                  statement=_statement(prompt), pass_threshold=pass_threshold)
@@ -146,13 +153,6 @@ def _graded_everywhere(local: list, grade: Callable[[list], tuple[list[float], i
     values, fallbacks = answer[0]
     start = sum(sizes[:state.process_index])
     return values[start:start + len(local)], fallbacks
-
-
-def _messages(content: str | list[dict], role: str) -> list[dict]:
-    """A prompt or completion as chat messages (a conversational one already is)."""
-    if isinstance(content, str):
-        return [{"role": role, "content": content}]
-    return [dict(message) for message in content]
 
 
 def _statement(prompt: str | list[dict]) -> str:

@@ -116,8 +116,25 @@ def test_it_refuses_a_batch_that_does_not_split_into_its_groups():
     batch = [("task-0", "p", sample)] * 4 + [("task-1", "q", sample)] * 4
     with pytest.raises(ValueError, match=r"completions 0\.\.7 are of the tasks \['task-0', 'task-1'\]"):
         step_records(batch, num_generations=8, pass_threshold=1.0)
-    with pytest.raises(ValueError, match="8 completions do not split into groups of num_generations=3"):
+    with pytest.raises(ValueError, match=r"completions 3\.\.5 are of the tasks \['task-0', 'task-1'\]"):
         step_records(batch, num_generations=3, pass_threshold=1.0)
+
+
+def test_a_group_split_across_calls_is_refused_and_named_before_anything_is_sent():
+    from types import SimpleNamespace
+
+    from gagar_client import Client
+    from gagar_client.trl import gagar_reward
+
+    tasks = ["task-0"] * GENERATIONS + ["task-1"] * (GENERATIONS - 1)  # task-1's last completion is elsewhere
+    with Client("http://127.0.0.1:9", "unused") as client:  # nothing may be sent: an unreachable app would not raise
+        reward = gagar_reward(client, run="trl-split", test_reward=lambda completions, **_: [1.0] * len(completions),
+                              num_generations=GENERATIONS)
+        with pytest.raises(ValueError, match=r"completions 4\.\.6: group 'task-1' has 3 responses where "
+                                             r"num_generations is 4 \(part of a group split across calls"):
+            reward(prompts=[f"Fix {task}." for task in tasks], completions=[f"attempt {i}" for i in range(len(tasks))],
+                   completion_ids=[[i] for i in range(len(tasks))], trainer_state=SimpleNamespace(global_step=0),
+                   task_id=tasks)
 
 
 def test_groups_of_the_same_task_in_one_step_get_names_of_their_own():

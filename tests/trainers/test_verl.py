@@ -121,3 +121,19 @@ def test_an_unreachable_app_gives_plain_grpo_on_the_apps_scale_and_says_so(tiny_
     np.testing.assert_allclose(out["scores"], grpo, rtol=0, atol=1e-6)  # verl keeps scores as float32
     np.testing.assert_allclose(out["advantages"], grpo, rtol=0, atol=1e-6)
     assert log.count("gets its plain GRPO advantages (app unreachable") == 3
+
+
+def test_a_group_split_across_calls_keeps_its_test_scores_and_is_named(tiny_model, tmp_path):
+    samples = step_samples()
+    samples.remove(next(s for s in samples if s["index"] == "task-c"))  # task-c's last response is elsewhere
+    out, log = run_verl(samples, tmp_path=tmp_path, url="http://127.0.0.1:9", token="unused", tokenizer=tiny_model,
+                        deadline=1.0)
+
+    scores = np.array([1.0 if "FIXED" in s["response"] else 0.0 for s in samples])
+    split = np.array([s["index"] == "task-c" for s in samples])
+    np.testing.assert_allclose(np.array(out["scores"])[split], scores[split], rtol=0, atol=1e-6)
+    # verl subtracts the group's mean: plain Dr. GRPO for the part it has
+    np.testing.assert_allclose(np.array(out["advantages"])[split], scores[split] - scores[split].mean(), atol=1e-6)
+    assert "group 'task-c' has 3 responses where group_size is 4 (part of a group split across calls" in log
+    assert "it is not graded, its responses keep their test scores" in log
+    assert log.count("gets its plain GRPO advantages (app unreachable") == 2  # task-a and task-b, whole

@@ -38,7 +38,8 @@ def run_grouped(samples, *, tmp_path, token, tokenizer, batch_url=None, workers=
     assert VERL_PYTHON.exists(), "no .venv-verl: build it with `make install-verl`"
     job = {"tokenizer": str(tokenizer), "samples": samples, "reward_kwargs": {**REWARD_KWARGS, **reward_kwargs}}
     if batch_url:
-        job["batch_kwargs"] = {"url": batch_url, "run": "verl-batch", "test_score": "verl_step:tests_pass"}
+        job["batch_kwargs"] = {"url": batch_url, "run": "verl-batch", "test_score": "verl_step:tests_pass",
+                               "group_size": 4}
     if workers:
         job["workers"] = workers
     path = tmp_path / "job.json"
@@ -160,6 +161,25 @@ def test_a_group_the_app_refuses_gets_its_plain_grpo_beside_the_others(live_serv
                and message.endswith("its 4 responses get their plain GRPO advantages") for message in caplog.messages)
     assert any(f"GAGAR {run} step 1: group task-c:" in message and "gets its plain GRPO advantages (timeout" in message
                for message in caplog.messages)
+
+
+def test_more_responses_per_prompt_than_group_size_is_named(monkeypatch, caplog):
+    """In this process, as verl's reward-loop worker calls it: eight responses of one prompt with
+    group_size 4 complete a group, then start another of the same prompt, which is said."""
+    monkeypatch.setenv("GAGAR_TOKEN", "unused")
+    group = [s for s in step_samples() if s["index"] == "task-a"]
+
+    async def score():
+        return await asyncio.gather(*(
+            compute_score("swe", s["response"], "FIXED", {"index": "task-a"}, test_score=lambda **_: 1.0,
+                          group_size=4, url="http://127.0.0.1:9", run="verl-more", deadline=1, batch_window=0)
+            for s in group + group))
+
+    with caplog.at_level("WARNING", logger="gagar_client"):
+        asyncio.run(score())
+
+    assert sum("GAGAR verl-more: group 'task-a' has another response within 60 s of its 4 being complete: more "
+               "responses per prompt than group_size?" in message for message in caplog.messages) == 1
 
 
 def test_two_reward_loop_workers_each_with_half_of_every_group_get_the_cores_advantages_through_one_server(
