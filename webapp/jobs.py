@@ -7,8 +7,8 @@ limits (GAGAR_<KIND>_SOFT_TIME_LIMIT, _TIME_LIMIT: no limit is app-wide). Config
 (and so from the environment).
 
 Cluster: CELERY_BROKER_URL=redis://... Embedded default: kombu's filesystem
-transport under CELERY_BROKER_DIR (each message written whole before a consumer can
-see it: `AtomicFilesystemTransport`), so one machine still runs a real, separate
+transport under CELERY_BROKER_DIR (each message and exchange table written whole before
+anyone can read it: `AtomicFilesystemTransport`), so one machine still runs a real, separate
 worker process with no broker server. Grading rows in the database hold the
 state; there is no result backend.
 
@@ -18,6 +18,7 @@ state; there is no result backend.
 
 import os
 import uuid
+from contextlib import contextmanager
 from time import monotonic
 
 from celery import Celery
@@ -54,25 +55,62 @@ app = Celery("gagar", include=["workers.tasks"])
 
 
 class AtomicFilesystemChannel(filesystem.Channel):
-    """kombu's filesystem channel with each message written whole before it can be taken.
+    """kombu's filesystem channel with each message and each exchange's table written whole
+    before anyone can read it.
 
     kombu's own `_put` creates the message file, then locks it, then writes it; a consumer
     that lists the folder in between moves the file away (it never looks at the lock), reads
-    it empty and stops the worker with `Unrecoverable error: JSONDecodeError`. Here the message
-    is written under a name no consumer takes (it has no `.<queue>.msg` ending), then renamed
-    into place, which a folder sees whole or not at all."""
+    it empty and stops the worker with `Unrecoverable error: JSONDecodeError`. Its exchange
+    tables (which queues an exchange routes to, read on every publish and requeue) are created
+    the same way, and a reader that opens one before the first write reads "" and raises.
+    Here both are written under a name nobody reads (a message's has no `.<queue>.msg`
+    ending, a table's no `.exchange`), then renamed into place, which a reader sees whole or
+    not at all; changes to one exchange's table wait on each other through a lock file."""
 
     def _put(self, queue, payload, **kwargs):
         name = f"{int(round(monotonic() * 1000))}_{uuid.uuid4()}.{queue}.msg"
-        writing = os.path.join(self.data_folder_out, f"writing-{uuid.uuid4()}")
+        _write_whole(os.path.join(self.data_folder_out, name), dumps(payload).encode(), what="message")
+
+    def _queue_bind(self, exchange, routing_key, pattern, queue):
+        binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        with self._table_changing(exchange) as (table, write):
+            if binding not in table:
+                write([binding, *table])
+
+    def _delete(self, queue, exchange, routing_key, pattern, *args, **kwargs):
+        super(filesystem.Channel, self)._delete(queue, exchange, routing_key, pattern, *args, **kwargs)
+        binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        with self._table_changing(exchange) as (table, write):
+            if binding in table:
+                write([b for b in table if b != binding])
+
+    @contextmanager
+    def _table_changing(self, exchange):
+        """(the exchange's table as it is, a function that replaces it whole), with every
+        other change to that table held off until the block ends."""
+        file = self._exchange_file(exchange)
+        self.control_folder.mkdir(exist_ok=True)
         try:
-            with open(writing, "wb") as f:
-                f.write(dumps(payload).encode())
-            os.rename(writing, os.path.join(self.data_folder_out, name))
+            with open(file.with_name(f"{file.name}.lock"), "a") as guard:
+                filesystem.lock(guard, filesystem.LOCK_EX)
+                yield self.get_table(exchange), lambda table: _write_whole(
+                    str(file), dumps(table).encode(), what=f"exchange {exchange!r}'s table")
         except OSError as error:
-            if os.path.exists(writing):
-                os.remove(writing)
-            raise ChannelError(f"cannot add message {name!r} to the queue folder: {error}") from error
+            raise ChannelError(f"cannot change exchange {exchange!r}'s table in {file.parent}: {error}") from error
+
+
+def _write_whole(path: str, data: bytes, *, what: str) -> None:
+    """`data` into `path` through a temporary name beside it and a rename: readers of `path`
+    see the old file or the new one, never part of it."""
+    writing = os.path.join(os.path.dirname(path), f"writing-{uuid.uuid4()}")
+    try:
+        with open(writing, "wb") as f:
+            f.write(data)
+        os.rename(writing, path)
+    except OSError as error:
+        if os.path.exists(writing):
+            os.remove(writing)
+        raise ChannelError(f"cannot write {what} {os.path.basename(path)!r}: {error}") from error
 
 
 class AtomicFilesystemTransport(filesystem.Transport):
