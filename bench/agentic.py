@@ -34,7 +34,7 @@ from grading.cases import GroupCase  # noqa: E402
 from grading.graders.agentic import AgenticGrader, Budget  # noqa: E402
 from grading.rollouts import load_rollouts  # noqa: E402
 from grading.tiny_model import build_tiny_model  # noqa: E402
-from grading.workspace import Caps  # noqa: E402
+from grading.tool_limits import Caps  # noqa: E402
 from tests.grading.agentic_fixtures import SAMPLE, groups_from_rollouts  # noqa: E402
 
 MAX_PASSING = 4

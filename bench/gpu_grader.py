@@ -30,7 +30,7 @@ from bench.agentic import bench_groups  # noqa: E402
 from grading.backends import Sampling, load_backend  # noqa: E402
 from grading.graders.agentic import AgenticGrader, Budget  # noqa: E402
 from grading.tiny_model import build_tiny_model  # noqa: E402
-from grading.workspace import Caps  # noqa: E402
+from grading.tool_limits import Caps  # noqa: E402
 
 LARGE = dict(hidden_size=2048, intermediate_size=5632, num_hidden_layers=22,
              num_attention_heads=32, num_key_value_heads=4)

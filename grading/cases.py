@@ -5,7 +5,7 @@ every trajectory of the group with its patch, test verdict and, when the grader
 reads them, its transcript and test evidence; and the group's execution evidence, the
 candidate x test matrix of its candidates' code run in the sandbox (grading/execution),
 or why there is none; for a grader that reads it, the worker adds the candidates' code to
-read and run (grading/workspace_code.py). It answers a Grade (the passing
+read and run (grading/code_access.py). It answers a Grade (the passing
 trajectory ids best first in tiers, a tier holding tied ids) or raises a
 GraderError. Graders, backends, the workspace and the app all import these from
 here, and this module imports nothing of theirs.
@@ -15,13 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from grading.code_access import CodeAccess
+from grading.execution.matrix import Matrix
 from grading.rankings import ranks_from_tiers
-
-if TYPE_CHECKING:  # the ground floor imports nothing above it at run time
-    from grading.execution.matrix import Matrix
-    from grading.workspace_code import CodeAccess
 
 
 class GraderError(Exception):

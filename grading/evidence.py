@@ -1,7 +1,7 @@
 """The heuristic grader's evidence as the grader agent's tools show it: consensus across
 the candidates, integrity markers, minimality.
 
-Every figure is the heuristic's own (`HeuristicGrader.assess`, `group_minima`,
+Every figure is the heuristic's own (`penalties.assess`, `patch_features.group_minima`,
 `diffs.equivalence_classes`, `diffs.patch_stats`), so a model starts from what the
 heuristic knows and the two never disagree about a fact. Only passing trajectories are
 assessed, as the heuristic ranks only those; each is named by its workspace label, never
@@ -13,15 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from grading import penalties
 from grading.cases import GroupCase
 from grading.diffs import ParsedPatch, PatchStats, equivalence_classes, patch_stats
-from grading.graders.heuristic import (
-    Features,
-    HeuristicGrader,
-    Term,
-    group_minima,
-    tiers_from_penalties,
-)
+from grading.patch_features import Features, group_minima
 
 # The penalty terms that mark the integrity of a change rather than its size or scope.
 INTEGRITY = ("unreadable", "special_cases", "test_removals", "test_edits", "stray_files",
@@ -36,7 +31,7 @@ class Evidence:
 
     label: Mapping[str, str]  # id -> label, the passing ids in label order
     features: Mapping[str, Features]
-    terms: Mapping[str, Sequence[Term]]
+    terms: Mapping[str, Sequence[penalties.Term]]
     penalties: Mapping[str, float]
     stats: Mapping[str, PatchStats]
     same_change: tuple[tuple[str, ...], ...]  # ids whose patches are one change, label order
@@ -44,7 +39,7 @@ class Evidence:
     @property
     def tiers(self) -> tuple[tuple[str, ...], ...]:
         """The heuristic's ranking (its `rank` computes the same from the same penalties)."""
-        return tiers_from_penalties(self.penalties)
+        return penalties.tiers_from_penalties(self.penalties)
 
 
 def assess(group: GroupCase, passing_labels: Sequence[str], id_of: Callable[[str], str],
@@ -52,10 +47,10 @@ def assess(group: GroupCase, passing_labels: Sequence[str], id_of: Callable[[str
     """The evidence of `group`: `passing_labels` in label order, `id_of` a label's trajectory
     id, `parsed` each label's parsed patch (the workspace's, parsed once)."""
     label = {id_of(lab): lab for lab in passing_labels}
-    features, terms, penalties = HeuristicGrader().assess(group)
+    assessed = penalties.assess(group)
     patch = {t.trajectory_id: t.patch for t in group.passing}
     return Evidence(
-        label=label, features=features, terms=terms, penalties=penalties,
+        label=label, features=assessed.features, terms=assessed.terms, penalties=assessed.penalties,
         stats={id_of(lab): patch_stats(parsed[lab]) for lab in passing_labels},
         same_change=tuple(c.members for c in equivalence_classes({tid: patch[tid] for tid in label})),
     )

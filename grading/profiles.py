@@ -125,7 +125,7 @@ def _check_name(where: str, key: str, name: str, registry: Mapping[str, str]) ->
 
 def _check_agentic(where: str, profile: Profile) -> None:
     from grading.graders.agentic import Budget
-    from grading.workspace import Caps
+    from grading.tool_limits import Caps
 
     if not profile.backend:
         raise ProfileError(f"{where}.backend: required (one of {', '.join(BACKENDS)}, "

@@ -3,7 +3,8 @@
 Each trajectory gets a label (A, B, C, ...) from a seeded shuffle, so neither the
 order of the rollout file nor the trajectory ids carry a signal; `Workspace.mapping`
 records which label is which id. Every tool returns plain text no longer than its
-cap, and says so explicitly when it cut something. `render_prompt` and
+cap, and says so explicitly when it cut something (the caps, and the checks of a call's
+arguments: grading/tool_limits.py). `render_prompt` and
 `render_submission` are what the SFT exporter calls, so graded and exported
 conversations come from the same code. The `evidence_*` tools show the heuristic
 grader's own figures (grading/evidence.py), so a model starts from what it knows;
@@ -19,9 +20,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from grading import evidence
 from grading.cases import GroupCase, TrajectoryCase
@@ -38,9 +37,8 @@ from grading.execution.verdicts import (
 )
 from grading.interdiff import interdiff
 from grading.rankings import FLAGS, InvalidRanking, validate_ranking
-
-if TYPE_CHECKING:  # the code tools import this module: they are handed in, not imported
-    from grading.workspace_code import CodeTools
+from grading.tool_limits import Caps, ToolError, brief, cap, number_argument, text_argument
+from grading.workspace_code import CodeTools
 
 PROMPT_VERSION = "7"
 EVIDENCE_TOOLS = ("evidence_consensus", "evidence_integrity", "evidence_minimality", "evidence_execution")
@@ -49,10 +47,6 @@ TOOLS = ("list_trajectories", "view_patch", "view_transcript", "search", "compar
          *EVIDENCE_TOOLS, *CODE_TOOLS)
 SUBMIT = "submit_ranking"
 DEFAULT_MAX_TURNS = 12
-# Far above any path, pattern or command a model writes (the action schema allows at most 300
-# characters): a longer one is answered as an error before it reaches a system call,
-# which would fail on it (a path past PATH_MAX, a command past the argument size).
-MAX_ARGUMENT_CHARS = 4096
 
 SYSTEM_PROMPT = f"""\
 You review the solutions that several coding-agent trajectories produced for one task and \
@@ -110,70 +104,10 @@ you must submit at once.
 """
 
 
-@dataclass(frozen=True)
-class Caps:
-    """Upper bounds, in characters or items, on what one tool call returns; and the code
-    budget of one conversation: `code_runs` runs of run_tests and run together, and
-    `code_seconds` of their time in the sandbox."""
-
-    output_chars: int = 6000
-    statement_chars: int = 4000
-    turn_chars: int = 1200
-    turns_per_view: int = 20
-    search_hits: int = 30
-    hit_chars: int = 200
-    test_names: int = 20
-    log_chars: int = 1500
-    file_lines: int = 200
-    code_runs: int = 5
-    code_seconds: float = 60.0
-
-
-class ToolError(ValueError):
-    """A tool call the workspace cannot run; its message goes back to the agent."""
-
-
-def text_argument(name: str, value) -> str:
-    """`value`, a tool's text argument; ToolError when it is not a string, holds a NUL
-    character (no path or command can) or is longer than MAX_ARGUMENT_CHARS."""
-    if not isinstance(value, str):
-        raise ToolError(f"{name} must be a string, not {brief(value)}")
-    if "\0" in value:
-        raise ToolError(f"{name} holds a NUL character, which no path or command can")
-    if len(value) > MAX_ARGUMENT_CHARS:
-        raise ToolError(f"{name} is {len(value)} characters long; at most {MAX_ARGUMENT_CHARS}")
-    return value
-
-
-def number_argument(name: str, value) -> int:
-    """`value`, a line or turn number; ToolError when it is not a whole number (a string, a
-    bool, a fraction, NaN or infinity, which JSON's 1e400 decodes to)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ToolError(f"{name} must be a whole number, not {brief(value)}")
-    return value
-
-
-def brief(value) -> str:
-    """`value`'s repr, cut short enough to quote in an error."""
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
-
-
 def make_labels(n: int) -> list[str]:
     """A..Z, then AA, AB, ... (a group of more than 26 trajectories still gets short labels)."""
     letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
     return [letters[i] if i < 26 else letters[i // 26 - 1] + letters[i % 26] for i in range(n)]
-
-
-def cap(text: str, limit: int, hint: str) -> str:
-    """`text` cut to `limit` characters (at a line end when one is near) with a note saying so."""
-    if len(text) <= limit:
-        return text
-    cut = text.rfind("\n", 0, limit)
-    cut = cut if cut > limit // 2 else limit
-    return f"{text[:cut]}\n[truncated: showed {cut} of {len(text)} characters; {hint}]"
 
 
 class Workspace:

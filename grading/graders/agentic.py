@@ -31,7 +31,8 @@ from grading.backends import Backend, Reply, Sampling, load_backend
 from grading.cases import Grade, GraderError, GroupCase
 from grading.graders.base import Grader
 from grading.rankings import InvalidRanking
-from grading.workspace import DEFAULT_MAX_TURNS, SUBMIT, SYSTEM_PROMPT, Caps, Workspace
+from grading.tool_limits import Caps
+from grading.workspace import DEFAULT_MAX_TURNS, SUBMIT, SYSTEM_PROMPT, Workspace
 from grading.workspace_code import CodeTools
 
 

@@ -42,9 +42,11 @@ from dataclasses import replace
 
 from grading.cases import Grade, GraderError, GroupCase
 from grading.graders.agentic import AgenticGrader, _Run
-from grading.graders.heuristic import HeuristicGrader, confidence, tiers_from_penalties
+from grading.graders.heuristic import HeuristicGrader, confidence
+from grading.penalties import assess, tiers_from_penalties
 from grading.rankings import ranks_from_tiers
-from grading.workspace import Workspace, cap
+from grading.tool_limits import cap
+from grading.workspace import Workspace
 
 PRIOR_RULES = (
     "Prior: the heuristic grader's ranking (no model; size, consensus among the candidates, "
@@ -105,7 +107,7 @@ class HybridGrader(AgenticGrader):
             return self._fallback(group, result, latency)
         if len(group.passing) < 2:
             return result
-        _, _, penalties = self.heuristic.assess(group)
+        penalties = assess(group).penalties
         prior = tiers_from_penalties(penalties)
         runs = 1.0 if self.k == 1 else max(result.confidence or 0.0, 0.0)
         combined = kept_share(prior, result.tiers) * (1 + confidence(prior, penalties)) / 2 * runs

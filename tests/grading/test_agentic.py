@@ -28,7 +28,8 @@ from grading.graders.base import load_grader
 from grading.graders.heuristic import HeuristicGrader
 from grading.profiles import ProfileError, build_grader, load_profiles
 from grading.tiny_model import build_tiny_model
-from grading.workspace import Caps, Workspace
+from grading.tool_limits import Caps
+from grading.workspace import Workspace
 from tests.grading import agentic_fixtures as fx
 from tests.grading.agentic_fixtures import make_group
 

@@ -11,7 +11,7 @@ import pytest
 from grading.backends import BACKENDS, Reply, Sampling, load_backend
 from grading.cases import Grade, GraderError
 from grading.graders.agentic import AgenticGrader, Budget, schema_errors
-from grading.workspace import Caps
+from grading.tool_limits import Caps
 from tests.grading import agentic_fixtures as fx
 from tests.grading.agentic_fixtures import make_group
 from tests.openai_server import serve

@@ -8,7 +8,8 @@ import pytest
 
 from grading.cases import GroupCase, TrajectoryCase
 from grading.graders.base import GRADERS, load_grader
-from grading.graders.heuristic import VERSION, WEIGHTS, HeuristicGrader, tiers_from_penalties
+from grading.graders.heuristic import VERSION, HeuristicGrader
+from grading.penalties import WEIGHTS, tiers_from_penalties
 from grading.rankings import FLAGS, validate_ranking
 from tests.factories import SAMPLE_ROLLOUTS
 
@@ -67,14 +68,14 @@ def test_it_declares_that_it_reads_neither_transcripts_nor_tests_and_does_not():
 
 
 def test_its_version_names_a_hash_of_its_weights(monkeypatch):
-    import grading.graders.heuristic as heuristic
+    import grading.penalties as penalties
 
     assert VERSION.startswith("heuristic-1-") and len(VERSION.split("-")[-1]) == 8
-    monkeypatch.setitem(heuristic.WEIGHTS, "size", WEIGHTS["size"] + 1)
+    monkeypatch.setitem(penalties.WEIGHTS, "size", WEIGHTS["size"] + 1)
     import hashlib
 
-    changed = hashlib.sha256(json.dumps([heuristic.WEIGHTS, heuristic.TIE_TOLERANCE, heuristic.COMPLEX_RATIO,
-                                         heuristic.COMPLEX_EXTRA], sort_keys=True).encode()).hexdigest()[:8]
+    changed = hashlib.sha256(json.dumps([penalties.WEIGHTS, penalties.TIE_TOLERANCE, penalties.COMPLEX_RATIO,
+                                         penalties.COMPLEX_EXTRA], sort_keys=True).encode()).hexdigest()[:8]
     assert not VERSION.endswith(changed)
 
 

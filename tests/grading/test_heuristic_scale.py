@@ -7,10 +7,13 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
+from grading import patch_features
 from grading.cases import GroupCase, TrajectoryCase
 from grading.diffs import equivalence_classes
 from grading.graders import heuristic
-from grading.graders.heuristic import TIE_TOLERANCE, Features, HeuristicGrader, _names
+from grading.graders.heuristic import HeuristicGrader
+from grading.patch_features import Features
+from grading.penalties import TIE_TOLERANCE, assess, first_few
 
 LINES = ["    return x + 1", "    return x+1", "    x = x.strip()", "    y = parse(x)", "    return y",
          "    print(x)", "    # return x", "    if x == '2023-01-01' and y == '42':", "    return None", "    pass"]
@@ -38,12 +41,12 @@ def reference_tie_reasons(tier: Sequence[str], same_change: Mapping[str, Sequenc
         others = [other for other in tier if other != tid]
         same = [other for other in others if other in same_change.get(tid, ())]
         if len(same) == len(others):
-            out[tid] = f"tied with {_names(others)}: the same change"
+            out[tid] = f"tied with {first_few(others)}: the same change"
         elif same:
-            out[tid] = (f"tied with {_names(others)}: the same change as {_names(same)}, "
+            out[tid] = (f"tied with {first_few(others)}: the same change as {first_few(same)}, "
                         f"penalties within {TIE_TOLERANCE} of the rest")
         else:
-            out[tid] = f"tied with {_names(others)}: penalties within {TIE_TOLERANCE}, equal evidence"
+            out[tid] = f"tied with {first_few(others)}: penalties within {TIE_TOLERANCE}, equal evidence"
     return out
 
 
@@ -84,7 +87,7 @@ def test_grades_are_those_of_the_pairwise_definitions(seed, monkeypatch):
     grader = HeuristicGrader()
     grade, steps = grader.rank(group), grader.explain(group)
     with monkeypatch.context() as patched:
-        patched.setattr(heuristic, "_consensus", reference_consensus)
+        patched.setattr(patch_features, "_consensus", reference_consensus)
         patched.setattr(heuristic, "_tie_reasons", reference_tie_reasons)
         patched.setattr(heuristic, "_same_changes", lambda group, keys: equivalence_classes(
             {t.trajectory_id: t.patch for t in group.passing}))
@@ -125,7 +128,7 @@ def test_consensus_looks_at_each_added_line_a_bounded_number_of_times(monkeypatc
     within a few per added line; pairwise they would be millions of set differences."""
     group = big_group(3000)
     looked_up = 0
-    counter = heuristic.Counter
+    counter = patch_features.Counter
 
     class CountingCounter(counter):
         def __getitem__(self, line):
@@ -133,8 +136,8 @@ def test_consensus_looks_at_each_added_line_a_bounded_number_of_times(monkeypatc
             looked_up += 1
             return super().__getitem__(line)
 
-    monkeypatch.setattr(heuristic, "Counter", CountingCounter)
-    features, _, _ = HeuristicGrader().assess(group)
+    monkeypatch.setattr(patch_features, "Counter", CountingCounter)
+    features = assess(group).features
     added = sum(len(f.added_lines) for f in features.values())
     assert looked_up == added
     assert max(f.other_changes for f in features.values()) >= 1000

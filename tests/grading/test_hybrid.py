@@ -22,6 +22,7 @@ from grading.graders.hybrid import (
     overturned,
     reconcile,
 )
+from grading.penalties import assess
 from grading.profiles import build_grader, load_profiles
 from grading.workspace import Workspace, render_submission
 from tests.grading import agentic_fixtures as fx
@@ -78,7 +79,7 @@ def test_the_prior_is_kept_when_the_llm_agrees():
     backend = submitting(PRIOR, {"t1": "leanest", "t2": "debug print", "t3": "edits tests"})
     grade = hybrid(backend).rank(GROUP)
     assert grade.tiers == PRIOR
-    _, _, penalties = HeuristicGrader().assess(GROUP)
+    penalties = assess(GROUP).penalties
     assert grade.confidence == pytest.approx((1 + confidence(PRIOR, penalties)) / 2)
     assert grade.rationales["t2"] == "debug print"
     assert grade.version.startswith("hybrid-") and HeuristicGrader.version in grade.version
@@ -105,7 +106,7 @@ def test_a_flip_with_a_stated_reason_is_kept():
                          {"t1": "lean", "t2": "over {t1}: the task asks to print x", "t3": "edits tests"})
     grade = hybrid(backend).rank(GROUP)
     assert grade.tiers == (("t2",), ("t1",), ("t3",))
-    _, _, penalties = HeuristicGrader().assess(GROUP)
+    penalties = assess(GROUP).penalties
     assert grade.confidence == pytest.approx(2 / 3 * (1 + confidence(PRIOR, penalties)) / 2)
     assert next(e for e in grade.transcript if e.get("event") == "prior")["reverted"] == []
 

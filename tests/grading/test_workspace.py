@@ -6,17 +6,10 @@ import pytest
 
 from grading.actions import action_char_bound, action_schema, submission_schema, weak_orders
 from grading.graders.agentic import schema_errors
-from grading.graders.heuristic import HeuristicGrader
+from grading.penalties import assess
 from grading.rankings import FLAGS, InvalidRanking
-from grading.workspace import (
-    SUBMIT,
-    Caps,
-    Workspace,
-    cap,
-    make_labels,
-    render_prompt,
-    render_submission,
-)
+from grading.tool_limits import Caps, cap
+from grading.workspace import SUBMIT, Workspace, make_labels, render_prompt, render_submission
 from tests.grading.agentic_fixtures import make_group, patch
 
 DEBUG_PATCH = patch("pkg/mod.py", "return x", "print(x); return x", line=7) + (
@@ -283,7 +276,7 @@ def evidence_lines(text: str, workspace: Workspace) -> dict[str, str]:
 
 def test_evidence_consensus_shows_the_heuristics_shares_and_same_changes_by_label():
     workspace = Workspace(EVIDENCE_GROUP, seed=2)
-    features, _, _ = HeuristicGrader().assess(EVIDENCE_GROUP)
+    features = assess(EVIDENCE_GROUP).features
     text = workspace.run({"tool": "evidence_consensus"})
     label = workspace.label_of
     assert f"Same change: {'='.join(sorted([label('t1'), label('t2')]))}" in text
@@ -300,7 +293,7 @@ def test_evidence_consensus_shows_the_heuristics_shares_and_same_changes_by_labe
 
 def test_evidence_integrity_lists_the_heuristics_markers_with_their_points():
     workspace = Workspace(EVIDENCE_GROUP, seed=2)
-    _, terms, _ = HeuristicGrader().assess(EVIDENCE_GROUP)
+    terms = assess(EVIDENCE_GROUP).terms
     rows = evidence_lines(workspace.run({"tool": "evidence_integrity"}), workspace)
     by_feature = {t.feature: t for t in terms["t3"]}
     for feature in ("test_edits", "stray_files", "debug_output"):

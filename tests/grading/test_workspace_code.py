@@ -15,13 +15,15 @@ import pytest
 from grading.actions import action_char_bound, action_schema
 from grading.backends import Backend, Reply, Sampling
 from grading.cases import GroupCase, TrajectoryCase
+from grading.code_access import CodeAccess
 from grading.execution import Environment, Matrix
 from grading.graders.agentic import AgenticGrader, Budget, run_seed, schema_errors
 from grading.sandbox import BwrapSandbox, SandboxConfig, check_backend
 from grading.sandbox.bwrap import SYSTEM_PATHS
 from grading.sft import workspace_for
-from grading.workspace import SYSTEM_PROMPT, Caps, Workspace
-from grading.workspace_code import RUN_OUTPUT_BYTES, CodeAccess, CodeTools
+from grading.tool_limits import Caps
+from grading.workspace import SYSTEM_PROMPT, Workspace
+from grading.workspace_code import RUN_OUTPUT_BYTES, CodeTools
 from tests import evidencedata
 from tests.grading import agentic_fixtures as fx
 

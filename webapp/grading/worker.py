@@ -37,12 +37,12 @@ from django.db import InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
 from grading.cases import Grade, GraderError, GroupCase
+from grading.code_access import CodeAccess
 from grading.execution import NoCodebase
 from grading.graders.base import Grader
 from grading.profiles import Profile, build_grader
 from grading.rankings import InvalidRanking, validate_ranking
 from grading.sandbox import SandboxConfigError
-from grading.workspace_code import CodeAccess
 from webapp import work
 from webapp.cases import cases_from_rows
 from webapp.evidence.services import group_code, workroot
