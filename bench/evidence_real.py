@@ -76,7 +76,7 @@ from grading.execution.examples import statement_examples  # noqa: E402
 from grading.execution.plan import EXISTING, PEER, REWARD, REWARD_FILES  # noqa: E402
 from grading.execution.selection import runnable_test_files  # noqa: E402
 from grading.execution.test_ids import is_node_id, pytest_node_ids  # noqa: E402
-from grading.execution.trace import traced_in  # noqa: E402
+from grading.execution.trace import calling_tests, traced_in  # noqa: E402
 from grading.graders.heuristic import HeuristicGrader  # noqa: E402
 from grading.sandbox import BwrapSandbox, PatchRefused, prepare_workdir  # noqa: E402
 from grading.sandbox.bwrap import SYSTEM_PATHS  # noqa: E402
@@ -361,9 +361,12 @@ def measure_group(group: str, records: list[dict], instance: dict, python: str, 
         return result
     reference_patch = task.get("reference_patch") or ""
     candidates = [Candidate(r["trajectory_id"], r["patch"], passed(r)) for r in records]
+    targets = traced_in(reference_patch, codebase.path) if args.probes else []
     plan = plan_runs(candidates, codebase_id=codebase.id, codebase_files=codebase.files, environment=environment,
                      reward_tests=reward, test_patch=execution.test_patch, reference_patch=reference_patch,
-                     targets=traced_in(reference_patch, codebase.path) if args.probes else (),
+                     targets=targets,
+                     calling_tests=calling_tests(targets, codebase.path, codebase.files,
+                                                 skip=runnable_test_files(execution.test_patch)),
                      examples=statement_examples(task.get("statement") or "") if args.probes else (),
                      budget=GroupBudget(existing_test_files=args.existing_files, runs=args.runs,
                                         seconds=args.group_seconds))
@@ -399,7 +402,7 @@ def sections(matrix: Matrix) -> dict[str, dict]:
         EXISTING: {c: [t for s, t in cells if s == EXISTING] for c, cells in broken.items()},
         PEER: {c: [f"{s}: {t}" for s, t in cells if s.startswith(f"{PEER}:")] for c, cells in broken.items()},
         "tampering": {c: whats for c, whats in tampers_with_tests(matrix).items() if c in passing},
-        "trace": diverges_from_reference(matrix),
+        "trace": {c: [str(d) for d in ds] for c, ds in diverges_from_reference(matrix).items()},
         "examples": example_differences(matrix),
     }
     found = {}
@@ -414,11 +417,28 @@ def sections(matrix: Matrix) -> dict[str, dict]:
             mine = [run for run in matrix.runs if run.suite == name or run.suite.startswith(f"{name}:")]
             covered = {c for run in mine for c in run.candidates if c in passing}
             runs, seconds = len(mine), sum(run.outcome.duration for run in mine)
+        reference_ran = (REFERENCE in matrix.probes if name in ("trace", "examples") else
+                         any(REFERENCE in run.candidates for run in matrix.runs if run.suite == name))
         found[name] = {"flagged": {c: why for c, why in flagged[name].items() if why}, "ran_for": len(covered),
-                       "runs": runs, "seconds": round(seconds, 1),
-                       "reference_ran": any(REFERENCE in run.candidates for run in matrix.runs if run.suite == name)}
+                       "runs": runs, "seconds": round(seconds, 1), "reference_ran": reference_ran}
     found["trace"]["note"] = trace_control(matrix) if matrix.probes else "not probed"
+    found["trace"]["seen"] = probes_seen(matrix)
     return found
+
+
+def probes_seen(matrix: Matrix) -> dict[str, dict]:
+    """Per probed copy (the reference fix as REFERENCE): the traced calls it recorded, the
+    targets its code lacked, the examples it ran, and why it holds less than asked."""
+    seen = {}
+    for candidate, probe in matrix.probes.items():
+        trace = probe.trace
+        seen["reference" if candidate == REFERENCE else candidate] = {
+            "calls": len(trace.calls) if trace else None,
+            "missing": list(trace.missing) if trace else [],
+            "problems": list(trace.problems) if trace else [],
+            "examples": len(probe.examples.outcomes) if probe.examples else 0,
+            "notes": list(probe.notes)}
+    return seen
 
 
 def rankings(group: str, task: dict, records: list[dict], matrix: Matrix
