@@ -200,9 +200,9 @@ def test_a_failed_exports_long_message_wraps_and_downloads_stay_in_view(rita_pag
     refused = ("The SFT export needs a rationale for every passing trajectory; missing in "
                + ", ".join(f"{name}/{tid(i)}" for name in OTHERS for i in range(1, 5))
                + " /srv/gagar/var/exports/" + "x" * 300)
-    Export.objects.create(batch=swebench, kind=Export.Kind.SFT, format=Export.Format.JSONL, status="failed",
+    Export.objects.create(batch=swebench, kind=Export.Kind.SFT, format="jsonl", status="failed",
                           error=refused)
-    done = Export.objects.create(batch=swebench, kind=Export.Kind.ADVANTAGES, format=Export.Format.PARQUET,
+    done = Export.objects.create(batch=swebench, kind=Export.Kind.ADVANTAGES, format="parquet",
                                  status="done", rows_done=31, rows_total=31,
                                  files=[{"name": "advantages.parquet", "bytes": 20480, "sha256": "0" * 64},
                                         {"name": "manifest.json", "bytes": 900, "sha256": "1" * 64}])

@@ -1,4 +1,5 @@
-"""The advantages export: one row per trajectory of a batch, as Parquet or JSON Lines.
+"""The advantages export: one row per trajectory of a batch, in a registered format
+(webapp/exports/formats.py): the Parquet and JSON Lines writers are here.
 
 Byte-reproducible: the same rows and config give the same bytes. Nothing in the
 data file depends on when or by whom it was made (that is the manifest's), rows
@@ -25,6 +26,7 @@ import pyarrow.dataset as pa_dataset
 import pyarrow.parquet as pq
 
 from webapp.advantages import MISSING_SCORES, RANKING_MISMATCH, AdvantageChunk, AdvantageConfig, advantage_chunks
+from webapp.exports.formats import ADVANTAGES, export_format
 from webapp.exports.selectors import UNGRADED, ungraded_reasons
 from webapp.models import Batch
 from webapp.rankings import Viewer
@@ -50,8 +52,6 @@ SCHEMA = pa.schema([
     pa.field("ranking_version", pa.string()),
 ])
 COLUMNS = tuple(SCHEMA.names)
-FORMATS = ("parquet", "jsonl")
-DATA_FILE = {"parquet": "advantages.parquet", "jsonl": "advantages.jsonl"}
 # Every option that shapes the bytes, pinned; the row-group size is applied by
 # `_RowGroups`, so that it does not follow how the rows were read.
 PARQUET_OPTIONS = {
@@ -70,14 +70,16 @@ Progress = Callable[[int, int], None]  # (rows written so far, rows in all)
 
 @dataclass
 class Written:
-    """What a write produced: rows, their counts by group label and by source, and the
-    mixed groups left without a ranking (and their trajectories) by why (UNGRADED)."""
+    """What a write produced: rows, their counts by group label and by source, the mixed
+    groups left without a ranking (and their trajectories) by why (UNGRADED), and what the
+    manifest says of the writer (`about`: Parquet's names it, as the file's footer does)."""
 
     rows: int = 0
     labels: Counter = field(default_factory=Counter)
     sources: Counter = field(default_factory=Counter)
     ungraded_groups: Counter = field(default_factory=Counter)
     ungraded_trajectories: Counter = field(default_factory=Counter)
+    about: dict[str, str] = field(default_factory=dict)
 
     def add(self, batch: Batch, chunk: AdvantageChunk) -> None:
         sizes = np.bincount(chunk.group_index, minlength=len(chunk.group_ids)).tolist()
@@ -110,36 +112,42 @@ class Written:
 
 def write_advantages(batch: Batch, path: Path, *, viewer: Viewer, format: str, config: AdvantageConfig,
                      on_progress: Progress | None = None) -> int:
-    """Write the advantages of `batch` under `config` to `path` as `format` ("parquet" or
-    "jsonl"); `on_progress(rows written, rows in all)` after each chunk. Returns the row count."""
+    """Write the advantages of `batch` under `config` to `path` as `format`, an advantages
+    format of webapp/exports/formats.py; `on_progress(rows written, rows in all)` after each
+    chunk. Returns the row count."""
     return write_counted(batch, path, viewer=viewer, format=format, config=config, on_progress=on_progress).rows
 
 
 def write_counted(batch: Batch, path: Path, *, viewer: Viewer, format: str, config: AdvantageConfig,
                   on_progress: Progress | None = None) -> Written:
     """`write_advantages`, returning the counts a manifest reports as well. RankingsHidden,
-    before the file is opened, unless `viewer` may see every ranking of `batch`."""
+    before the file is opened, unless `viewer` may see every ranking of `batch`; UnknownFormat
+    likewise for a format that is not registered."""
     viewer.require_whole(batch)
-    if format not in FORMATS:
-        raise ValueError(f"format: must be one of {', '.join(FORMATS)}, not {format!r}")
+    write = export_format(ADVANTAGES, format).write()
     chunks = advantage_chunks(batch, viewer=viewer, config=config)
     with collecting_new_objects_only():
-        if format == "parquet":
-            return write_parquet(batch, chunks, path, on_progress=on_progress)
-        written = Written()
-        with open(path, "wb") as out:
-            for chunk in _counted(batch, chunks, written, on_progress):
-                out.write(_jsonl(batch.name, chunk))
-        return written
+        return write(batch, chunks, path, on_progress=on_progress)
 
 
 def write_parquet(batch: Batch, chunks: Iterable[AdvantageChunk], path: Path, *,
                   on_progress: Progress | None = None) -> Written:
     """Write `chunks`, the advantages of `batch` in order (`advantage_chunks`'), to `path` as
     Parquet, a chunk at a time; their counts."""
-    written = Written()
+    written = Written(about={"writer": writer_version()})
     with open(path, "wb") as out:
         write_tables((_table(batch.name, chunk) for chunk in _counted(batch, chunks, written, on_progress)), out)
+    return written
+
+
+def write_jsonl(batch: Batch, chunks: Iterable[AdvantageChunk], path: Path, *,
+                on_progress: Progress | None = None) -> Written:
+    """Write `chunks`, the advantages of `batch` in order, to `path` as JSON Lines, a block of
+    lines per chunk; their counts."""
+    written = Written()
+    with open(path, "wb") as out:
+        for chunk in _counted(batch, chunks, written, on_progress):
+            out.write(_jsonl(batch.name, chunk))
     return written
 
 

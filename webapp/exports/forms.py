@@ -4,16 +4,19 @@ import json
 
 from django import forms
 
+from webapp.exports.formats import formats_of
 from webapp.models import Export
 
 
 class ExportForm(forms.Form):
-    """One form per kind on the panel (the kind and, for SFT, the format are hidden fields);
-    `config` is a JSON object: for advantages the redistribution config, for SFT its options.
-    `allow_ungraded`: export advantages while grading runs (`export_launch`)."""
+    """One form per kind on the panel, the kind a hidden field; `format` offers the kind's
+    registered formats (webapp/exports/formats.py), the first one first, and is hidden while
+    the kind has only one. `config` is a JSON object: for advantages the redistribution
+    config, for SFT its options. `allow_ungraded`: export advantages while grading runs
+    (`export_launch`)."""
 
     kind = forms.ChoiceField(choices=Export.Kind.choices, widget=forms.HiddenInput)
-    format = forms.ChoiceField(choices=Export.Format.choices, initial=Export.Format.PARQUET)
+    format = forms.ChoiceField()
     config = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 7, "cols": 60}),
                              help_text="A JSON object; {} keeps the defaults.")
     allow_ungraded = forms.BooleanField(
@@ -27,9 +30,12 @@ class ExportForm(forms.Form):
         kwargs.setdefault("initial", {})
         kwargs["initial"].setdefault("kind", kind)
         super().__init__(*args, **kwargs)
-        if kind == Export.Kind.SFT:
-            self.fields["format"].widget = forms.HiddenInput()
-            self.fields["format"].initial = Export.Format.JSONL
+        formats = formats_of(kind)
+        field = self.fields["format"]
+        if len(formats) == 1:
+            field.widget = forms.HiddenInput()
+        field.choices = [(fmt.name, fmt.label) for fmt in formats]
+        field.initial = formats[0].name
 
     def clean_config(self) -> dict:
         text = self.cleaned_data["config"].strip()

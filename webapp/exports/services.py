@@ -34,7 +34,8 @@ from django.utils import timezone
 from grading.advantages import LABELS
 from webapp import work
 from webapp.advantages import SOURCES, parse_advantage_config
-from webapp.exports.advantages import DATA_FILE, FORMATS, SCHEMA, Progress, write_counted, writer_version
+from webapp.exports.advantages import SCHEMA, Progress, write_counted
+from webapp.exports.formats import UnknownFormat, export_format
 from webapp.exports.selectors import advantages_ready, exports_root, unfinished_gradings
 from webapp.jobs import CPU, EXPORT_TASK
 from webapp.models import Batch, Export
@@ -71,27 +72,28 @@ class ClaimLost(Exception):
 def export_config(*, batch: Batch, kind: str, format: str, config: Mapping) -> dict:
     """The complete, validated configuration an export of `kind` will be made with.
 
+    `format` is one of the kind's registered formats (webapp/exports/formats.py).
     Advantages: `config` overrides the batch's redistribution config (fields of
-    AdvantageConfig; {} keeps it). Grader SFT: `config` holds its options, always JSON
-    Lines. ExportError names the field and the reason."""
+    AdvantageConfig; {} keeps it). Grader SFT: `config` holds its options. ExportError
+    names the field and the reason."""
+    if kind not in Export.Kind.values:
+        raise ExportError(f"kind: must be one of {', '.join(Export.Kind.values)}, not {kind!r}")
+    try:
+        export_format(kind, format)
+    except UnknownFormat as error:
+        raise ExportError(str(error)) from None
     if kind == ADVANTAGES:
-        if format not in FORMATS:
-            raise ExportError(f"format: must be one of {', '.join(FORMATS)}, not {format!r}")
         try:
             base = parse_advantage_config(batch.advantage_config)
             return parse_advantage_config(config, base=base).as_dict()
         except (ValueError, TypeError) as error:
             raise ExportError(f"config: {error}") from None
-    if kind == SFT:
-        if format != Export.Format.JSONL:
-            raise ExportError(f"format: the grader SFT export is jsonl, not {format!r}")
-        from webapp.exports.sft import parse_sft_options  # the SFT export's own module
+    from webapp.exports.sft import parse_sft_options  # the SFT export's own module
 
-        try:
-            return parse_sft_options(config)
-        except ValueError as error:
-            raise ExportError(f"config: {error}") from None
-    raise ExportError(f"kind: must be one of {', '.join(Export.Kind.values)}, not {kind!r}")
+    try:
+        return parse_sft_options(config)
+    except ValueError as error:
+        raise ExportError(f"config: {error}") from None
 
 
 def export_launch(*, batch: Batch, kind: str, format: str, config: Mapping, user,
@@ -219,23 +221,20 @@ def export_files(*, batch: Batch, kind: str, format: str, config: dict, folder: 
     command both build through here. `data_name` renames the advantages data file."""
     folder.mkdir(parents=True)
     manifest = {"export_id": export_id, "kind": kind, "batch": batch.name, "format": format, "config": config}
+    fmt = export_format(kind, format)
     if kind == ADVANTAGES:
-        name = data_name or DATA_FILE[format]
-        written = write_counted(batch, folder / name, viewer=viewer, format=format,
-                                config=parse_advantage_config(config), on_progress=on_progress)
+        written = write_counted(batch, folder / (data_name or f"advantages.{fmt.extension}"), viewer=viewer,
+                                format=format, config=parse_advantage_config(config), on_progress=on_progress)
         manifest.update(
             rows=written.rows,
             columns=[{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in SCHEMA],
             counts={"label": {label: written.labels[label] for label in LABELS},
                     "source": {source: written.sources[source] for source in SOURCES}},
             ungraded=written.ungraded(),
+            **written.about,
         )
-        if format == Export.Format.PARQUET:
-            manifest["writer"] = writer_version()
     else:
-        from webapp.exports.sft import write_sft  # the SFT export's own module
-
-        manifest["summary"] = write_sft(batch, folder, viewer=viewer, options=config, on_progress=on_progress)
+        manifest["summary"] = fmt.write()(batch, folder, viewer=viewer, options=config, on_progress=on_progress)
     files = [_described(path) for path in sorted(folder.iterdir())]
     manifest.update(
         files=files,

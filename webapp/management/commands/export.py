@@ -19,6 +19,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from webapp.batches.services import normalized_batch_name
+from webapp.exports.formats import formats_of
 from webapp.exports.services import MANIFEST, ExportError, export_config, export_files, refuse_while_grading
 from webapp.management.commands.advantages import add_config_arguments, config_overrides
 from webapp.models import Batch, Export, Run
@@ -33,12 +34,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         kinds = parser.add_subparsers(dest="kind", required=True, metavar="{advantages,sft}")
         advantages = kinds.add_parser("advantages", help="one row per trajectory, and a manifest")
-        advantages.add_argument("--format", choices=["parquet", "jsonl"], default="parquet")
+        add_format_argument(advantages, Export.Kind.ADVANTAGES)
         add_config_arguments(advantages)
         advantages.add_argument("--allow-ungraded", action="store_true", dest="allow_ungraded",
                                 help="export while grading of the batch is queued or running (the manifest "
                                      "counts the groups left ungraded)")
         sft = kinds.add_parser("sft", help="grader SFT examples and preference pairs, and a manifest")
+        add_format_argument(sft, Export.Kind.SFT)
         sft.add_argument("--seed", type=int)
         sft.add_argument("--validation-share", type=float, dest="validation_share")
         advantages.add_argument("--run", help="every step of this training run, instead of --batch: a folder at "
@@ -64,10 +66,10 @@ class Command(BaseCommand):
                     refuse_while_grading(batch)
                 except ExportError as error:
                     raise CommandError(str(error).replace("(allow_ungraded)", "(--allow-ungraded)")) from None
-            format, given = options["format"], config_overrides(options)
+            given = config_overrides(options)
         else:
-            format = Export.Format.JSONL
             given = {key: options[key] for key in ("seed", "validation_share") if options[key] is not None}
+        format = options["format"]
         try:
             config = export_config(batch=batch, kind=kind, format=format, config=given)
         except ExportError as error:
@@ -127,3 +129,9 @@ class Command(BaseCommand):
         existing = [path for path in (out, manifest) if path and path.exists()]
         if existing and not force:
             raise CommandError(f"--out: {existing[0]} exists (--force replaces it)")
+
+
+def add_format_argument(parser, kind: str) -> None:
+    """--format: the formats registered for `kind` (webapp/exports/formats.py), the first by default."""
+    names = [fmt.name for fmt in formats_of(kind)]
+    parser.add_argument("--format", choices=names, default=names[0])
