@@ -23,7 +23,7 @@ workers (first claim to last result), answer (until the rewards are back).
 Then the same steps again while another step's figures are being computed (issue 26): a
 batch of --busy-groups groups of 16 (by default a step's 64), built in bulk as bench/runs.py
 builds its big batch, whose figures are requested again before each step once the derived
-queue's worker stored them (`run_figures_stale`, the `run_figures` task), as a trainer's
+queue's worker stored them (`batch_figures_stale`, the `run_figures` task), as a trainer's
 next step arrives while the last one's figures are computed. --busy-groups 62500 (1M
 trajectories, a compute of 10-15 s) keeps that worker recomputing through every step: a
 stress beyond the issue's case. The target is checked against the quiet floor.
@@ -175,29 +175,29 @@ def figures_state(batch_id: int) -> tuple:
 
 class BusyFigures:
     """Keeps the worker recomputing a batch's figures: requested again as soon as stored, as a
-    write to the batch would (`run_figures_stale`); `seconds` holds each finished compute's time."""
+    write to the batch would (`batch_figures_stale`); `seconds` holds each finished compute's time."""
 
     def __init__(self, batch_id: int):
         self.batch_id, self.seconds = batch_id, []
 
     def start(self) -> None:
         """Request the first compute, wait for it and request the next."""
-        from webapp.work import run_figures_stale
+        from webapp.work import batch_figures_stale
 
-        run_figures_stale(self.batch_id)
+        batch_figures_stale(self.batch_id)
         while (state := figures_state(self.batch_id))[0] is not None:
             time.sleep(0.2)
         self.seconds.append(state[1])
-        run_figures_stale(self.batch_id)
+        batch_figures_stale(self.batch_id)
 
     def again(self) -> None:
         """Request the next compute if the last one is stored, counting it."""
-        from webapp.work import run_figures_stale
+        from webapp.work import batch_figures_stale
 
         requested, seconds = figures_state(self.batch_id)
         if requested is None:
             self.seconds.append(seconds)
-            run_figures_stale(self.batch_id)
+            batch_figures_stale(self.batch_id)
 
 
 def report(measured: dict, quiet_floor: float) -> None:

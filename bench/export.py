@@ -116,7 +116,7 @@ def build_batch(name: str, n: int, seed: int) -> None:
 
 
 def export(name: str, path: Path) -> int:
-    from webapp.advantages import parse_advantage_config
+    from webapp.advantages.config import parse_advantage_config
     from webapp.exports.advantages import write_advantages
     from webapp.models import Batch
 

@@ -183,7 +183,7 @@ def build_baseline(run, name: str) -> object:
                                      n_trajectories=measures["trajectories"], n_passed=measures["passed"])
         RunStep.objects.create(run=baseline, number=number, batch=batch)
         shifted = {**measures, "pass_rate": measures["pass_rate"] * 0.9, "mass_moved": 0.0}
-        insert_rows(BatchFigures, [{"batch_id": batch.pk, "measures": shifted, "panel": None,
+        insert_rows(BatchFigures, [{"batch_id": batch.pk, "measures": shifted,
                                     "computed_at": batch.created_at, "requested_at": None, "sent_at": None,
                                     "error": ""}])
     return baseline

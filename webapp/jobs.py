@@ -32,7 +32,7 @@ from kombu.utils.json import dumps
 from grading.profiles import QUEUES
 
 CPU, GPU = QUEUES
-# Derived data (renders, the search index, the audit and run figures) on a queue of its own:
+# Derived data (renders, the search index, the audit, run and grading panel figures) on a queue of its own:
 # served by workers of its own, a large batch's figures never hold a process that a grading,
 # an export or the evidence pass is waiting for (docs/deployment.md).
 DERIVED = "derived"
@@ -44,6 +44,7 @@ SEARCH_INDEX_TASK = "workers.tasks.search_index"  # on the derived queue
 AUDIT_FIGURES_TASK = "workers.tasks.audit_figures"  # on the derived queue
 EVIDENCE_TASK = "workers.tasks.evidence"  # on the cpu queue
 RUN_FIGURES_TASK = "workers.tasks.run_figures"  # on the derived queue
+GRADING_PANEL_TASK = "workers.tasks.grading_panel"  # on the derived queue
 
 # Celery's Django fixup closes every database connection before and after each task, whatever
 # CONN_MAX_AGE says, unless this is set: then only once every this many tasks, and the handlers

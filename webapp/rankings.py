@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from django.db import connection
-from django.db.models import Exists, F, OuterRef, Q, Window
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Window
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import RowNumber
 
@@ -278,6 +278,15 @@ class Viewer:
         if self.on_listing(batch):
             raise RankingsHidden(f"the rankings of batch {batch.name} are hidden from you until you rank its "
                                  "groups (blind review or k-way overlap)")
+
+    def require_all(self, batches: QuerySet[Batch]) -> None:
+        """`require_whole` for every batch of `batches`, reading only those whose policy can
+        hide anything: a run of a thousand steps is not a thousand policies."""
+        if self.user is None:
+            return
+        for batch in (batches.filter(AnnotationPolicy.may_hide("annotation_policy__"))
+                      .select_related("annotation_policy").defer("sources", "advantage_config")):
+            self.require_whole(batch)
 
     def hidden_groups(self, group_pks: list[int]) -> dict[int, Hidden]:
         """What is hidden on each of `group_pks` that hides anything, by group pk."""

@@ -242,6 +242,7 @@ WORK_DEFAULTS = {
     "SEARCH": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100},
     "AUDIT_FIGURES": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100},
     "RUN_FIGURES": {"SOFT_TIME_LIMIT": 600, "TIME_LIMIT": 660},
+    "GRADING_PANEL": {"SOFT_TIME_LIMIT": 600, "TIME_LIMIT": 660},
     "SWEEP": {"SOFT_TIME_LIMIT": 300, "TIME_LIMIT": 360},
     # A group's evidence pass: SECONDS of runs, RUNS runs and EXISTING_FILES of the codebase's
     # test files at most (grading.execution.GroupBudget), within its task's time limits.

@@ -11,10 +11,10 @@ died of it in turn while every other task waited behind it.
 
 A pool process killed mid-task (the kernel's out-of-memory killer) is a lost worker: a
 grading or export is claimed, so its message handed again finds it taken and its lease
-decides; the caches (renders, the search index, the audit and run figures) are not, so a lost one
-drops its message instead of handing it to the next worker: a patch not rendered is
-rendered when its group is first shown, and the index's and the figures' sweeps send
-theirs again later.
+decides; derived data (webapp/work.py `Derived`: renders, the search index, the audit, run
+and grading panel figures) is not, so a lost one drops its message instead of handing it to
+the next worker: a patch not rendered is rendered when its group is first shown, and the
+derived data's sweep sends the others again later.
 """
 
 import functools
@@ -24,27 +24,26 @@ from celery.signals import worker_init
 from django.db import InterfaceError, OperationalError
 
 from grading.sandbox import SandboxConfigError
-from webapp.audit.services import figures_refresh, figures_sweep
+from webapp.audit.services import figures_refresh
 from webapp.evidence.services import OVER, evidence_check_sandbox, evidence_process, evidence_sweep
 from webapp.exports.services import export_build, exports_sweep
-from webapp.grading.services import gradings_release, gradings_sweep
+from webapp.grading.services import gradings_release, gradings_sweep, panel_refresh
 from webapp.grading.worker import gradings_process
 from webapp.html.renders import batch_render, renders_sweep
-from webapp.jobs import (
-    AUDIT_FIGURES_TASK,
-    EVIDENCE_TASK,
-    EXPORT_TASK,
-    GRADE_TASK,
-    RENDER_TASK,
-    RUN_FIGURES_TASK,
-    SEARCH_INDEX_TASK,
-    SWEEP_TASK,
-    app,
-)
+from webapp.jobs import EVIDENCE_TASK, EXPORT_TASK, GRADE_TASK, SWEEP_TASK, app
 from webapp.runs.services import figures_refresh as run_figures_refresh
-from webapp.runs.services import figures_sweep as run_figures_sweep
-from webapp.search.services import batch_index, index_sweep
-from webapp.work import time_limits
+from webapp.search.services import batch_index
+from webapp.work import (
+    AUDIT_FIGURES,
+    DERIVED_KINDS,
+    GRADING_PANEL,
+    RENDERS,
+    RUN_FIGURES,
+    SEARCH_INDEX,
+    Derived,
+    sweep_derived,
+    time_limits,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +56,12 @@ RETRY_ON_DATABASE_ERRORS = dict(
     retry_jitter=True,
     max_retries=8,
 )
-# Caches, made up for without their message (see the module's docstring).
-DROPPED_WHEN_LOST = dict(reject_on_worker_lost=False)
+
+
+def derived(kind: Derived) -> dict:
+    """The options of a kind of derived data's task: its name and time limits, retried on a lost
+    database connection, and dropped when its worker is lost (see the module's docstring)."""
+    return dict(name=kind.task, **time_limits(kind.kind), **RETRY_ON_DATABASE_ERRORS, reject_on_worker_lost=False)
 
 
 def fails_alone(task):
@@ -89,7 +92,7 @@ def export(*, export_id: int) -> None:
     export_build(export_id)
 
 
-@app.task(name=RENDER_TASK, **time_limits("render"), **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
+@app.task(**derived(RENDERS))
 @fails_alone
 def render(*, batch_id: int) -> None:
     """Render the batch's patches for the group page, those not stored yet (a cache: one that
@@ -97,25 +100,32 @@ def render(*, batch_id: int) -> None:
     batch_render(batch_id)
 
 
-@app.task(name=SEARCH_INDEX_TASK, **time_limits("search"), **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
+@app.task(**derived(SEARCH_INDEX))
 @fails_alone
 def search_index(*, batch_id: int) -> None:
     """Index the batch's trajectories for search, those not indexed yet."""
     batch_index(batch_id)
 
 
-@app.task(name=AUDIT_FIGURES_TASK, **time_limits("audit_figures"), **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
+@app.task(**derived(AUDIT_FIGURES))
 @fails_alone
 def audit_figures() -> None:
     """Recompute the audit dashboard's requested figures."""
     figures_refresh()
 
 
-@app.task(name=RUN_FIGURES_TASK, **time_limits("run_figures"), **RETRY_ON_DATABASE_ERRORS, **DROPPED_WHEN_LOST)
+@app.task(**derived(RUN_FIGURES))
 @fails_alone
 def run_figures(*, batch_id: int) -> None:
-    """Recompute a batch's figures (its run page's step, its grading panel) if requested."""
+    """Recompute a batch's figures for its run page's step if requested."""
     run_figures_refresh(batch_id)
+
+
+@app.task(**derived(GRADING_PANEL))
+@fails_alone
+def grading_panel(*, batch_id: int) -> None:
+    """Recompute a batch's grading panel figures if requested."""
+    panel_refresh(batch_id)
 
 
 @app.task(name=EVIDENCE_TASK, **time_limits("evidence"), **RETRY_ON_DATABASE_ERRORS)
@@ -145,6 +155,5 @@ def sweep() -> None:
     evidence_sweep()
     exports_sweep()
     renders_sweep()
-    index_sweep()
-    figures_sweep()
-    run_figures_sweep()
+    for kind in DERIVED_KINDS:
+        sweep_derived(kind)

@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-# The app's defaults for a new step (webapp.advantages.DEFAULT_CONFIG), overridden by the
-# `advantage_config` a trainer sends; the test above holds them equal.
+# The fields of the app's advantage config (webapp/advantages/config.py) that plain GRPO reads,
+# with their defaults for a new step, overridden by the `advantage_config` a trainer sends; the
+# test above holds them to the app's declaration.
 DEFAULTS = {"norm_by_std": True, "unbiased_std": True}
 EPS = 1e-6
 

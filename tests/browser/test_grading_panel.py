@@ -31,9 +31,9 @@ def test_failed_partial_and_done_runs_look_different(page, live_server, monkeypa
     batch = Batch.objects.get(name="sample")
     runs = {state: graded_run(batch, fail_on) for state, fail_on in
             (("failed", "invoicekit"), ("partial", "invoicekit-001"), ("done", "nothing-matches"))}
-    from webapp.runs.services import figures_refresh
+    from webapp.grading.services import panel_refresh
 
-    figures_refresh(batch.pk)  # what the figures' worker does once the gradings commit
+    panel_refresh(batch.pk)  # what the panel's worker does once the gradings commit
     make_user("rita", RESEARCHER)
     login(page, live_server, "rita", PASSWORD)
     page.goto(f"{live_server.url}/batches/{batch.pk}/grading/")

@@ -2,18 +2,24 @@
 defaults, and the same values as grading.advantages on random steps, layouts and configs. (The
 same step through the live app and with the app down: tests/webapp/api/test_runs.py.)"""
 
+import inspect
 import random
+from dataclasses import fields
 
 import numpy as np
 import pytest
 from gagar_client.grpo import DEFAULTS, grpo_values
 
 from grading.advantages import grpo_advantages
-from webapp.advantages import DEFAULT_CONFIG
+from webapp.advantages.config import DEFAULT_CONFIG, AdvantageConfig
 
 
-def test_the_client_defaults_are_the_apps():
-    assert DEFAULTS == {"norm_by_std": DEFAULT_CONFIG.norm_by_std, "unbiased_std": DEFAULT_CONFIG.unbiased_std}
+def test_the_client_reads_the_config_fields_plain_grpo_takes_with_the_apps_defaults():
+    """The client's list of fields is the app's: those of AdvantageConfig that grpo_advantages
+    takes, each with DEFAULT_CONFIG's value."""
+    taken = set(inspect.signature(grpo_advantages).parameters) & {f.name for f in fields(AdvantageConfig)}
+    assert taken
+    assert DEFAULTS == {name: getattr(DEFAULT_CONFIG, name) for name in taken}
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -3,7 +3,7 @@
 from django.utils import timezone
 
 from tests.webapp.reviewdata import import_batch, records
-from webapp.advantages import advantage_rows
+from webapp.advantages.selectors import advantage_rows
 from webapp.annotation.services import ranking_save
 from webapp.models import AnnotationPolicy, Grading, GradingRun, Group, Trajectory
 from webapp.rankings import UNRESTRICTED

@@ -6,14 +6,10 @@ import pytest
 from django.core.management import call_command
 
 from tests.webapp.annotationdata import group_rows
-from webapp.advantages import (
-    DEFAULT_CONFIG,
-    advantage_config_update,
-    advantage_histogram,
-    advantage_rows,
-    parse_advantage_config,
-    trajectory_columns,
-)
+from webapp.advantages.chunks import advantage_histogram
+from webapp.advantages.config import DEFAULT_CONFIG, parse_advantage_config
+from webapp.advantages.selectors import advantage_rows, trajectory_columns
+from webapp.advantages.services import advantage_config_update
 from webapp.grading.services import grading_launch
 from webapp.grading.worker import gradings_process
 from webapp.models import Batch, Group, Trajectory
@@ -91,31 +87,42 @@ def test_a_config_without_a_cap_takes_the_one_default_and_caps_flagged_trajector
 
 
 def test_w_flag_caps_the_factor_of_flagged_trajectories(graded):
-    advantage_config_update(batch=graded, schedule="linear", params={"w_min": 0.5}, w_flag=None)
+    linear = {"schedule": "linear", "params": {"w_min": 0.5}}
+    advantage_config_update(batch=graded, config=parse_advantage_config({**linear, "w_flag": None}))
     before = rows_by_id(advantage_rows(graded, viewer=UNRESTRICTED), "invoicekit-006")
     hack = next(t for t, r in before.items() if "reward_hacking" in r["flags"])
-    advantage_config_update(batch=graded, schedule="linear", params={"w_min": 0.5}, w_flag=0.05,
-                            flag_names=["reward_hacking"])
+    advantage_config_update(batch=graded, config=parse_advantage_config(
+        {**linear, "w_flag": 0.05, "flag_names": ["reward_hacking"]}))
     after = rows_by_id(advantage_rows(graded, viewer=UNRESTRICTED), "invoicekit-006")
     assert after[hack]["factor"] == 0.05
     assert after[hack]["advantage"] < before[hack]["advantage"]
 
 
 def test_the_scores_schedule_uses_the_graders_scores(graded):
-    advantage_config_update(batch=graded, schedule="scores", params={"temperature": 1.0})
+    advantage_config_update(batch=graded, config=parse_advantage_config({"schedule": "scores",
+                                                                          "params": {"temperature": 1.0}}))
     rows = rows_by_id(advantage_rows(graded, viewer=UNRESTRICTED), "invoicekit-001")
     assert rows["r1"]["factor"] == pytest.approx(1.0, abs=0.05)
     assert 0 < rows["r3"]["factor"] < 0.1  # exp(-penalty)
 
 
-def test_an_invalid_config_is_refused_and_nothing_is_kept(graded):
-    config = dict(graded.advantage_config)
+def test_an_invalid_config_is_refused_as_it_is_parsed():
     with pytest.raises(ValueError, match="w_min must be in"):
-        advantage_config_update(batch=graded, schedule="linear", params={"w_min": 3})
+        parse_advantage_config({"schedule": "linear", "params": {"w_min": 3}})
     with pytest.raises(ValueError, match="unknown flags"):
-        advantage_config_update(batch=graded, schedule="linear", params={}, flag_names=["nope"])
+        parse_advantage_config({"schedule": "linear", "params": {}, "flag_names": ["nope"]})
+    with pytest.raises(ValueError, match=r"unknown config fields \['scale'\]"):
+        parse_advantage_config({"schedule": "linear", "scale": 2})
+
+
+def test_a_config_is_stored_as_json_with_every_field(graded):
+    config = parse_advantage_config({"schedule": "tiered", "params": {"factors": "1, 0.5"}, "w_flag": None})
+    advantage_config_update(batch=graded, config=config)
     graded.refresh_from_db()
-    assert graded.advantage_config == config
+    assert graded.advantage_config == {"schedule": "tiered", "params": {"factors": [1.0, 0.5]}, "norm_by_std": True,
+                                       "unbiased_std": True, "w_flag": None,
+                                       "flag_names": ["reward_hacking", "edits_tests"]}
+    assert parse_advantage_config(graded.advantage_config) == config
 
 
 def test_the_histogram_counts_mixed_trajectories_before_and_after(graded):
@@ -137,8 +144,8 @@ def test_the_advantages_command_reports_grader_rankings(graded, capsys):
 
 
 def test_the_advantages_command_keeps_the_batchs_flag_cap(graded, capsys):
-    advantage_config_update(batch=graded, schedule="linear", params={"w_min": 0.5}, w_flag=0.05,
-                            flag_names=["reward_hacking"])
+    advantage_config_update(batch=graded, config=parse_advantage_config(
+        {"schedule": "linear", "params": {"w_min": 0.5}, "w_flag": 0.05, "flag_names": ["reward_hacking"]}))
     call_command("advantages", batch="sample", format="jsonl", w_min=0.4)
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {r["factor"] for r in rows if "reward_hacking" in r["flags"]} == {0.05}

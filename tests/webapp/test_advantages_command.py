@@ -1,13 +1,17 @@
+import argparse
 import csv
 import io
 import json
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from webapp.advantages import ROW_FIELDS
+from webapp.advantages.chunks import ROW_FIELDS
+from webapp.advantages.config import AdvantageConfig
+from webapp.management.commands.advantages import SWITCHES, add_config_arguments, config_overrides
 
 
 def advantages(**options) -> str:
@@ -91,3 +95,13 @@ def test_a_reader_that_stops_early_ends_it_quietly(tmp_path):
 
 def test_it_finds_the_batch_named_with_spaces_around_as_import_and_grade_do(sample_batch):
     assert advantages(batch=" sample ") == advantages(batch="sample")
+
+
+def test_each_boolean_field_of_the_config_has_a_switch_that_turns_it_off():
+    assert set(SWITCHES) == {f.name for f in fields(AdvantageConfig) if f.type is bool}
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    assert config_overrides(vars(parser.parse_args([]))) == {"params": {}}
+    options = vars(parser.parse_args(["--no-std", "--population-std", "--schedule", "exponential", "--gamma", "0.5"]))
+    assert config_overrides(options) == {"schedule": "exponential", "params": {"gamma": 0.5}, "norm_by_std": False,
+                                         "unbiased_std": False}

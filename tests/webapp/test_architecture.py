@@ -13,7 +13,7 @@ SHARED = ("models", "roles", "rankings", "advantages", "triage", "cases", "bulk"
 # that makes another feature's data stale calls webapp/work.py; the group page, which several
 # features show, is composed above them in webapp/grouppage.py.
 FEATURE_ARROWS = {("api", "batches"), ("api", "grading"), ("api", "exports"), ("audit", "grading"), ("api", "runs"),
-                  ("runs", "exports"), ("grading", "evidence")}
+                  ("runs", "exports"), ("runs", "search"), ("grading", "evidence")}
 
 
 def imports(path: Path) -> set[str]:

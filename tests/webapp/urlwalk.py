@@ -8,6 +8,7 @@ from tests.webapp.annotationdata import grade, review_batch, save, set_policy
 from webapp.audit.sampling import Source, audit_plan
 from webapp.audit.services import audit_set_create, verdict_save
 from webapp.exports.selectors import exports_root
+from webapp.grading.services import panel_refresh
 from webapp.models import Export, GradingTranscript, Group, Run, RunStep, Trajectory
 from webapp.roles import ANNOTATOR, AUDITOR
 from webapp.runs.services import figures_refresh
@@ -50,6 +51,7 @@ def marked_group(tmp_path, researcher):
     # The batch is a step of a run, whose pages show figures of its rankings.
     RunStep.objects.create(run=Run.objects.create(name="walk"), number=0, batch=group.batch)
     figures_refresh(group.batch_id)
+    panel_refresh(group.batch_id)
     return group, grading, item
 
 

@@ -9,10 +9,10 @@ from tests.webapp.annotationdata import save
 from tests.workers.conftest import make_batch, wait_until
 from webapp.audit import figures
 from webapp.audit.refresh import request
-from webapp.audit.services import figures_sweep
 from webapp.grading.services import grading_launch
 from webapp.models import AuditFigures, Grading
 from webapp.roles import ANNOTATOR
+from webapp.work import AUDIT_FIGURES, sweep_derived
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,6 +67,6 @@ def test_the_sweep_sends_the_recompute_again_when_its_message_was_lost(tmp_path,
     for path in (tmp_path / "broker" / "queue").iterdir():  # ...and lost
         path.unlink()
     workers(filesystem_broker)
-    assert figures_sweep() == 1
+    assert sweep_derived(AUDIT_FIGURES) == 1
     wait_until(settled, timeout=30, message="the recompute the sweep sent")
     assert AuditFigures.objects.get(kind="gradings").payload["graded"] == 3

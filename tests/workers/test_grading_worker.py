@@ -12,7 +12,7 @@ from django.utils import timezone
 from tests.factories import PATCH, SAMPLE_ROLLOUTS, group, write_jsonl
 from tests.workers.conftest import SCRIPTED, make_batch, wait_until
 from webapp import work
-from webapp.advantages import advantage_rows
+from webapp.advantages.selectors import advantage_rows
 from webapp.grading.services import GRADINGS, grading_launch, gradings_sweep
 from webapp.grading.worker import gradings_process
 from webapp.models import Batch, Grading

@@ -1,6 +1,6 @@
 """A step's figures through a real worker: its import and its grading each lead to fresh stored
-figures, off the request path; a figures worker killed mid-update leaves the previous figures
-and the "updating" state, and the sweep finishes it."""
+figures, its run page's and its grading panel's, off the request path; a figures worker killed
+mid-update leaves the previous figures and the "updating" state, and the sweep finishes it."""
 
 import pytest
 from django.conf import settings
@@ -9,8 +9,9 @@ from django.utils import timezone
 from tests.webapp.runs.rundata import import_step, step_records
 from tests.workers.conftest import wait_until
 from webapp.grading.services import grading_launch
-from webapp.models import BatchFigures, Grading
-from webapp.runs.services import figures_refresh, figures_sweep
+from webapp.models import BatchFigures, Grading, GradingPanel
+from webapp.runs.services import figures_refresh
+from webapp.work import RUN_FIGURES, sweep_derived
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,6 +28,12 @@ def settled(batch) -> bool:
     return row is not None and row.measures is not None and row.requested_at is None
 
 
+def panel(batch):
+    """The batch's grading panel figures once computed and current; else None."""
+    row = GradingPanel.objects.filter(batch=batch).first()
+    return row.figures if row is not None and row.figures is not None and row.requested_at is None else None
+
+
 def test_an_import_and_a_grading_each_lead_to_fresh_figures(tmp_path, redis_broker, workers):
     workers(redis_broker)
     batch = import_step(tmp_path, "live", 0, step_records(0))
@@ -40,7 +47,10 @@ def test_an_import_and_a_grading_each_lead_to_fresh_figures(tmp_path, redis_brok
     wait_until(lambda: settled(batch) and stored(batch).measures["grading"]["graded"] == mixed, timeout=30,
                message=f"the figures after the grading: {stored(batch).measures['grading']}")
     row = stored(batch)
-    assert row.computed_at > first and row.measures["mass_moved"] > 0 and row.panel["histogram"]["n"] > 0
+    assert row.computed_at > first and row.measures["mass_moved"] > 0
+    wait_until(lambda: panel(batch) is not None and panel(batch)["grading"]["graded"] == mixed, timeout=30,
+               message=f"the grading panel after the grading: {panel(batch)}")
+    assert panel(batch)["histogram"]["n"] > 0
 
 
 def test_a_worker_killed_mid_update_leaves_the_previous_figures_and_the_sweep_finishes(tmp_path, filesystem_broker,
@@ -61,6 +71,6 @@ def test_a_worker_killed_mid_update_leaves_the_previous_figures_and_the_sweep_fi
     for path in (tmp_path / "broker" / "queue").iterdir():  # whatever the killed worker left
         path.unlink()
     workers(filesystem_broker)
-    assert figures_sweep() == 1
+    assert sweep_derived(RUN_FIGURES) == 1
     wait_until(lambda: settled(batch), timeout=30, message="the recompute the sweep sent")
     assert stored(batch).computed_at > long_ago

@@ -15,7 +15,7 @@ from webapp.batches.services import batch_import
 from webapp.jobs import DERIVED, SEARCH_INDEX_TASK
 from webapp.models import SearchState
 from webapp.search import selectors
-from webapp.search.services import index_sweep
+from webapp.work import SEARCH_INDEX, sweep_derived
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -61,9 +61,9 @@ def test_a_broker_down_at_import_is_logged_and_the_sweep_sends_once_it_is_back(t
         batch = import_batch(tmp_path, group("g1", [1.0, 0.0]))
     assert "not indexed for search yet" in caplog.text and "the broker is unreachable" in caplog.text
     assert SearchState.objects.get(batch=batch).sent_at is None
-    assert index_sweep() == 0  # still down: nothing sent, the next sweep tries again
+    assert sweep_derived(SEARCH_INDEX) == 0  # still down: nothing sent, the next sweep tries again
 
     redis_server.start()
-    assert index_sweep() == 1
+    assert sweep_derived(SEARCH_INDEX) == 1
     assert index_messages(redis_server) == [f"{{'batch_id': {batch.pk}}}"]
-    assert index_sweep() == 0  # sent a moment ago
+    assert sweep_derived(SEARCH_INDEX) == 0  # sent a moment ago

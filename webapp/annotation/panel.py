@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from grading.rankings import InvalidRanking, tier_lines, validate_ranking
 from webapp import rankings
-from webapp.advantages import AdvantageConfig, parse_advantage_config, ranking_advantage_rows
+from webapp.advantages.config import AdvantageConfig, parse_advantage_config
+from webapp.advantages.selectors import ranking_advantage_rows
 from webapp.annotation import editor
 from webapp.models import Annotation, AnnotationPolicy, Group
 from webapp.roles import may_annotate

@@ -156,7 +156,7 @@ def _insert(*, group: Group, user, independent: bool, based_on_version: int, **f
             triage_refresh([group.pk])
             # The dashboard's figures against people: a ranking, and the lucky passes its verdicts mark.
             work.figures_stale(group.batch_id, ("correctness", "agreement", "concordance"))
-            work.run_figures_stale(group.batch_id)  # its step's overrides and agreement, its advantages
+            work.batch_figures_stale(group.batch_id)  # its step's overrides and agreement, its advantages
             return annotation
     except IntegrityError:
         # The constraints back the check: a save based on the same version of this chain landed

@@ -20,7 +20,8 @@ from django.views.decorators.http import require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 
 from grading.rankings import tier_lines
-from webapp.advantages import parse_advantage_config, ranking_advantage_rows
+from webapp.advantages.config import parse_advantage_config
+from webapp.advantages.selectors import ranking_advantage_rows
 from webapp.annotation import editor
 from webapp.annotation.forms import PolicyForm, RankingInput, RevertForm
 from webapp.annotation.panel import RankingPage, preview_ranking

@@ -24,13 +24,14 @@ from ninja.decorators import decorate_view
 from ninja.errors import HttpError, ValidationError
 
 from grading.formats import FORMATS
-from webapp.advantages import parse_advantage_config
+from webapp.advantages.config import parse_advantage_config
 from webapp.api import schemas, selectors, services
 from webapp.api.auth import EXPORTER, GRADER, READER, TokenAuth, require
 from webapp.api.uploads import received_body, scratch_folder
 from webapp.batches.uploads import UploadTooLarge, limit_upload
 from webapp.exports import services as exports
 from webapp.exports.advantages import advantage_jsonl_lines, write_advantages
+from webapp.exports.formats import ADVANTAGES, export_format, formats_of
 from webapp.exports.selectors import export_file as export_file_path
 from webapp.models import Batch, Export, Run, RunStep
 from webapp.rankings import RankingsHidden, Viewer
@@ -74,16 +75,16 @@ api = Api(
     urls_namespace="api",
 )
 
-JSONL, PARQUET = "application/x-ndjson", "application/vnd.apache.parquet"
+JSONL = "application/x-ndjson"
 ERRORS = {status: schemas.ErrorOut for status in (400, 401, 403, 404, 422, 429, 500, 503)}
 UPLOAD_ERRORS = {**ERRORS, **{status: schemas.ErrorOut for status in (411, 413, 415, 507)}}
 ROLLOUTS_BODY = {"requestBody": {"required": True, "content": {
     JSONL: {"schema": {"type": "string", "format": "binary"}},
 }, "description": "rollouts as JSON Lines (docs/rollout-format.md); `Content-Encoding: gzip` or `zstd` "
                   "when compressed. Streamed to disk; `Content-Length` is required."}}
-ADVANTAGES_ANSWER = {"responses": {200: {"description": "the rows, as JSON Lines or a Parquet file", "content": {
-    JSONL: {"schema": {"type": "string"}}, PARQUET: {"schema": {"type": "string", "format": "binary"}},
-}}}}
+ADVANTAGES_ANSWER = {"responses": {200: {"description": "the rows, in the file of the format asked for", "content": {
+    fmt.content_type: {"schema": {"type": "string"} if fmt.content_type == JSONL else
+                       {"type": "string", "format": "binary"}} for fmt in formats_of(ADVANTAGES)}}}}
 FILE_ANSWER = {"responses": {200: {"description": "the file", "content": {
     "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}}}
 
@@ -268,8 +269,9 @@ def advantages(request, batch_id: int, query: Query[schemas.AdvantagesQuery]):
     if not selectors.wait_until(lambda: not selectors.grading_active(batch), seconds=query.wait):
         return Status(202, selectors.batch_status(batch, viewer=Viewer(request.user)))
     config = parse_advantage_config(batch.advantage_config)
-    filename = f"advantages-{batch.pk}.{query.format}"
-    if query.format == "jsonl":
+    fmt = export_format(ADVANTAGES, query.format)
+    filename = f"advantages-{batch.pk}.{fmt.extension}"
+    if fmt.content_type == JSONL:  # rows stream as they are computed; other files are whole first
         response = StreamingHttpResponse(advantage_jsonl_lines(batch, viewer=Viewer(request.user), config=config),
                                          content_type=JSONL)
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
@@ -277,12 +279,12 @@ def advantages(request, batch_id: int, query: Query[schemas.AdvantagesQuery]):
     folder = scratch_folder()
     try:
         path = folder / filename
-        write_advantages(batch, path, viewer=Viewer(request.user), format="parquet", config=config)
+        write_advantages(batch, path, viewer=Viewer(request.user), format=fmt.name, config=config)
         # Open, then remove: the open file stays readable until the response has sent it.
         data = path.open("rb")
     finally:
         shutil.rmtree(folder)
-    return FileResponse(data, as_attachment=True, filename=filename, content_type=PARQUET)
+    return FileResponse(data, as_attachment=True, filename=filename, content_type=fmt.content_type)
 
 
 @api.post("/batches/{batch_id}/exports", response={202: schemas.ExportOut, 409: schemas.ErrorOut, **ERRORS},

@@ -1,13 +1,18 @@
 """What the API reads and answers, as ninja schemas: the OpenAPI document is made from these."""
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_type_hints
 
 from ninja import Schema
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Json
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Json, create_model
 
 from grading.formats import FORMATS
+from webapp.advantages.config import AdvantageConfig
 from webapp.batches.services import BATCH_NAME_MAX_CHARS, batch_name_problem
+from webapp.exports.formats import ADVANTAGES, formats_of
+from webapp.exports.formats import FORMATS as EXPORT_FORMATS
+from webapp.models import Export
 
 # How long a request may block waiting for grading or an export; a trainer asks again after.
 MAX_WAIT_S = 120.0
@@ -134,8 +139,13 @@ class LaunchOut(Schema):
                                           "as soon as it is back), or empty")
 
 
+# The export formats' names as the registry has them (webapp/exports/formats.py).
+AdvantagesFormat = Literal[tuple(fmt.name for fmt in formats_of(ADVANTAGES))]
+ExportFormatName = Literal[tuple(dict.fromkeys(name for _, name in EXPORT_FORMATS))]
+
+
 class AdvantagesQuery(Schema):
-    format: Literal["jsonl", "parquet"] = "jsonl"
+    format: AdvantagesFormat = "jsonl"
     wait: Wait = 0
 
 
@@ -143,8 +153,8 @@ class AdvantagesQuery(Schema):
 
 
 class ExportIn(Schema):
-    kind: Literal["advantages", "sft"] = "advantages"
-    format: Literal["parquet", "jsonl"] = "parquet"
+    kind: Literal[tuple(Export.Kind.values)] = "advantages"
+    format: ExportFormatName = "parquet"
     config: dict[str, Any] = Field(default_factory=dict, description="advantage config or SFT options")
     allow_ungraded: bool = Field(False, description="export advantages while grading of the batch is queued or "
                                                     "running; the manifest counts the groups left ungraded")
@@ -182,17 +192,16 @@ class WaitQuery(Schema):
 # --- online steps --------------------------------------------------------------------
 
 
-class AdvantageOverrides(BaseModel):
-    """Fields of an advantage config (webapp.advantages.AdvantageConfig) to change; the rest stay."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schedule: str | None = None
-    params: dict[str, Any] | None = None
-    norm_by_std: bool | None = None
-    unbiased_std: bool | None = None
-    w_flag: Finite | None = None
-    flag_names: list[str] | None = None
+# The JSON type of each type a field of AdvantageConfig has: a field of another type fails at import.
+CONFIG_JSON_TYPES = {str: str, bool: bool, float | None: Finite, Mapping[str, Any]: dict[str, Any],
+                     tuple[str, ...]: list[str]}
+# AdvantageConfig's fields, each optional: what a step leaves out stays as the default config has it.
+AdvantageOverrides = create_model(
+    "AdvantageOverrides",
+    __doc__="Fields of an advantage config (webapp.advantages.config.AdvantageConfig) to change; the rest stay.",
+    __config__=ConfigDict(extra="forbid"),
+    **{name: (CONFIG_JSON_TYPES[kind] | None, None) for name, kind in get_type_hints(AdvantageConfig).items()},
+)
 
 
 class StepQuery(Schema):

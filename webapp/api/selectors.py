@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from collections.abc import Callable
 
 from django.db.models import Count
 
-from webapp.advantages import MISSING_SCORES, RANKING_MISMATCH, advantage_rows, parse_advantage_config
+from webapp.advantages.chunks import MISSING_SCORES, RANKING_MISMATCH, AdvantageChunk
+from webapp.advantages.config import parse_advantage_config
+from webapp.advantages.selectors import advantage_chunks
 from webapp.batches.selectors import label_counts
 from webapp.exports.selectors import advantages_ready
 from webapp.grading.selectors import batch_grading_status, graded_share
@@ -87,9 +90,10 @@ def step_result(batch: Batch, *, viewer: Viewer) -> dict:
     state: graded (a grader's or a human's ranking applies), pending (a grading of it is
     queued or running: what `grading_active` waits for), failed (with the reason), cancelled
     (its grading's run was cancelled before it was graded), or not_mixed (nothing to rank).
-    The rows are the advantages export's (`advantage_rows`), `corrected_reward` included."""
+    The values are the advantages export's (`advantage_chunks`), `corrected_reward`
+    included, read from its columns into the answer's objects."""
     config = parse_advantage_config(batch.advantage_config)
-    rows = advantage_rows(batch, viewer=viewer, config=config)
+    chunks = list(advantage_chunks(batch, viewer=viewer, config=config))
     active: set[str] = set()
     finished: dict[str, tuple[str, str]] = {}  # group id -> (status, error) of its latest finished grading
     for group_id, status, error in (Grading.objects.filter(run__batch=batch).order_by("group__group_id", "-pk")
@@ -98,41 +102,47 @@ def step_result(batch: Batch, *, viewer: Viewer) -> dict:
             active.add(group_id)
         else:
             finished.setdefault(group_id, (status, error))
-    groups: dict[str, dict] = {}
-    for row in rows:
-        group_id = row["group_id"]
-        if group_id not in groups:
-            groups[group_id] = _group_state(row, group_id in active, finished.get(group_id))
     return {
         "batch": batch.name,
         "batch_id": batch.pk,
         "complete": not active,
         "config": config.as_dict(),
-        "groups": list(groups.values()),
-        "trajectories": [
-            {**{key: row[key] for key in ("group_id", "trajectory_id", "reward", "corrected_reward", "passed",
-                                          "grpo_advantage", "advantage", "source")},
-             "reward_for_trainer": row["advantage"]}
-            for row in rows
-        ],
+        "groups": [_group_state(group_id, label, source, reason, group_id in active, finished.get(group_id))
+                   for chunk in chunks
+                   for group_id, label, source, reason in zip(chunk.group_ids, chunk.label, chunk.source,
+                                                              chunk.source_reason, strict=True)],
+        "trajectories": [row for chunk in chunks for row in _trajectories(chunk)],
     }
 
 
-def _group_state(row: dict, active: bool, finished: tuple[str, str] | None) -> dict:
-    """A group's state from one of its advantage rows, whether a grading of it is queued or
-    running, and its latest finished grading (status, error)."""
-    state = {"group_id": row["group_id"], "label": row["label"]}
-    if row["label"] != Group.Label.MIXED:
-        return {**state, "state": "not_mixed", "reason": f"{row['label']}: no pass/fail mix to rank"}
+def _trajectories(chunk: AdvantageChunk) -> list[dict]:
+    """The answer's object per trajectory of `chunk`, from its columns."""
+    corrections = [None if math.isnan(r) else r for r in chunk.corrected_reward.tolist()]
+    advantages = chunk.advantage.tolist()
+    return [{"group_id": chunk.group_ids[g], "trajectory_id": tid, "reward": reward, "corrected_reward": corrected,
+             "passed": passed, "grpo_advantage": grpo, "advantage": advantage, "source": chunk.source[g],
+             "reward_for_trainer": advantage}
+            for g, tid, reward, corrected, passed, grpo, advantage in zip(
+                chunk.group_index.tolist(), chunk.trajectory_ids, chunk.reward.tolist(), corrections,
+                chunk.passed.tolist(), chunk.grpo_advantage.tolist(), advantages, strict=True)]
+
+
+def _group_state(group_id: str, label: str, source: str, source_reason: str, active: bool,
+                 finished: tuple[str, str] | None) -> dict:
+    """A group's state from its label and its advantages' source, whether a grading of it is
+    queued or running, and its latest finished grading (status, error)."""
+    state = {"group_id": group_id, "label": label}
+    if label != Group.Label.MIXED:
+        return {**state, "state": "not_mixed", "reason": f"{label}: no pass/fail mix to rank"}
     if active:
         return {**state, "state": "pending", "reason": "its grading is queued or running"}
-    if row["source"] in ("human", "grader"):
-        return {**state, "state": "graded", "reason": f"ranked by the {row['source']}"}
-    if row["source"] == "fallback" and row["source_reason"] not in (RANKING_MISMATCH, MISSING_SCORES):
+    if source in ("human", "grader"):
+        return {**state, "state": "graded", "reason": f"ranked by the {source}"}
+    if source == "fallback" and source_reason not in (RANKING_MISMATCH, MISSING_SCORES):
         # A ranking that leaves GRPO's advantages as they are (one passing trajectory, ...).
-        return {**state, "state": "graded", "reason": f"ranked; GRPO's advantages stand: {row['source_reason']}"}
-    if row["source"] == "fallback":
-        return {**state, "state": "failed", "reason": f"the ranking cannot apply: {row['source_reason']}"}
+        return {**state, "state": "graded", "reason": f"ranked; GRPO's advantages stand: {source_reason}"}
+    if source == "fallback":
+        return {**state, "state": "failed", "reason": f"the ranking cannot apply: {source_reason}"}
     if finished is None:
         return {**state, "state": "failed", "reason": "no grading was launched for it"}
     status, error = finished

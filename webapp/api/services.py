@@ -14,12 +14,13 @@ from django.utils import timezone
 from grading.profiles import ProfileError, load_profiles
 from grading.rollouts import RolloutFormatError
 from webapp import work
-from webapp.advantages import advantage_config_update, parse_advantage_config
+from webapp.advantages.config import DEFAULT_CONFIG, parse_advantage_config
+from webapp.advantages.services import advantage_config_update
 from webapp.api.selectors import token_digest
 from webapp.batches.services import ImportResult, batch_import
 from webapp.batches.uploads import ImportFailed, batch_import_uploaded
 from webapp.grading.services import Launch, LaunchError, grading_launch
-from webapp.models import ApiToken, Batch, Group, Run, default_advantage_config
+from webapp.models import ApiToken, Batch, Group, Run
 from webapp.runs.services import step_import
 
 TOKEN_PREFIX = "gagar_"
@@ -119,8 +120,7 @@ def step_submit(*, path: Path, run: str, step: int, grader: str, config: dict | 
     (StepRefused, naming the step) unless `append`. Import, config and launch happen in one
     transaction, so a step that cannot be launched leaves nothing."""
     try:
-        advantages = parse_advantage_config(
-            config or {}, base=parse_advantage_config(default_advantage_config())).as_dict()
+        advantages = parse_advantage_config(config or {}, base=DEFAULT_CONFIG)
     except ValueError as error:
         raise InputError([f"config: {error}"]) from None
     with transaction.atomic(), work.derived_data_last():  # the trainer waits for the gradings, not the renders
@@ -129,8 +129,8 @@ def step_submit(*, path: Path, run: str, step: int, grader: str, config: dict | 
             import_batch=lambda name, extend: rollouts_import(path=path, batch_name=name, user=user,
                                                              pass_threshold=pass_threshold, append=extend))
         batch = imported.result.batch
-        if batch.advantage_config != advantages:
-            advantage_config_update(batch=batch, **advantages)
+        if batch.advantage_config != advantages.as_dict():
+            advantage_config_update(batch=batch, config=advantages)
         launch = grading_start(batch=batch, grader=grader, user=user)
     return StepSubmission(
         batch=batch, run=imported.run, new_trajectories=imported.result.new_trajectories, groups=batch.n_groups,

@@ -32,7 +32,8 @@ from grading.profiles import LLM_GRADERS
 from grading.rankings import ranks_from_tiers
 from grading.rates import Rate, wilson
 from grading.workspace import Workspace
-from webapp.advantages import TrajectoryColumns, _chunk, parse_advantage_config
+from webapp.advantages.chunks import TrajectoryColumns, advantage_chunk
+from webapp.advantages.config import parse_advantage_config
 from webapp.models import Annotation, Batch, Grading, Group, ReferenceProxy, Trajectory
 from webapp.rankings import FinalRanking
 
@@ -284,8 +285,8 @@ def _advantages(version: str, by_group: dict[int, _Graded], data: dict[int, _Gro
             tiers=by_group[group].tiers, flags={t: tuple(f) for t, f in by_group[group].flags.items() if f},
             scores=by_group[group].scores, source="grader", grading_id=by_group[group].pk, grader_version=version,
         ) for group in groups}
-        chunk = _chunk(rows, {group: data[group].group_id for group in groups},
-                       parse_advantage_config(configs[batch]), rankings=rankings)
+        chunk = advantage_chunk(rows, {group: data[group].group_id for group in groups},
+                                parse_advantage_config(configs[batch]), rankings=rankings)
         factor = chunk.factor[~np.isnan(chunk.factor)]
         factors.append(factor)
         mixed = np.array([chunk.label[g] == "mixed" for g in chunk.group_index.tolist()], dtype=bool)

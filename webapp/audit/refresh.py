@@ -1,17 +1,17 @@
 """The stored parts of the audit dashboard's figures (`AuditFigures`), shared by every web
-process, and the queue that keeps them current: webapp.audit.figures computes them.
+process: webapp.audit.figures computes them, and webapp/work.py's derived data protocol keeps
+them current (the kind `work.AUDIT_FIGURES`).
 
 A part is one kind of figures ("agreement", "gradings", "verdicts", "drift") over one batch
 or every batch, for one grader version (none for the drift). Its row holds the figures as
 JSON, the watermark of the data they were computed from, and `requested_at` while a
 recompute is queued. A write that stales parts (a finished grading, a human ranking, a gold
-mark) calls webapp/work.py's `figures_stale`: once it commits, the parts' rows are marked requested and one
-message goes to the worker, only if none of them was requested already, so a grading run of
-10,000 groups sends one message while the recompute is pending, not one per grading. The
-worker's task recomputes every requested part (webapp.audit.services.figures_refresh) and
-sends itself again, after a pause, while writes keep requesting parts. A message the broker
-did not take (logged) or a worker that died is made up for by the sweep: it sends again for
-parts requested over a minute ago (webapp.audit.services.figures_sweep).
+mark) calls webapp/work.py's `figures_stale`, and a page that shows a stale or missing part
+asks for it here (`request`): the parts are marked requested and one message goes to the
+worker, only if none of them was requested already. The worker's task recomputes every
+requested part (webapp.audit.services.figures_refresh) and sends itself again, after a pause,
+while writes keep requesting parts; the derived data's sweep sends it again for parts
+requested long ago (a message the broker did not take, or a worker that died).
 
 A recompute that fails (a bug, the data of one batch too much for a worker) fails alone: the
 parts it was computing hold {"failed": reason} with the watermark of the data it failed on,
@@ -23,22 +23,17 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import logging
 import types
 import typing
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.utils import timezone
 
 from webapp import work
 from webapp.models import AuditFigures
 
-log = logging.getLogger(__name__)
-
 FAILED = "failed"  # the only key of a part's payload when its recompute failed
 FAILURE_CHARS = 2000
-LOST_AFTER = timedelta(minutes=1)  # a part requested this long ago: its message is taken as lost
-REPEAT_AFTER_S = 5  # while writes keep requesting parts, the task runs again this long after it ends
 ALL = "all"
 
 
@@ -82,30 +77,14 @@ def failure(payload) -> str | None:
 def request(parts: list[tuple[str, int | None, str]], *, stored: set[str]) -> None:
     """Queue a recompute of `parts` (kind, batch pk, version) that are not requested yet; those
     whose keys are not in `stored` have no row yet and get one. One message, sent once the
-    transaction in progress commits (two web processes creating the same row both send one)."""
-    now = timezone.now()
-    new = [part for part in parts if part_key(*part) not in stored]
-    AuditFigures.objects.bulk_create(
-        [AuditFigures(key=part_key(*part), kind=part[0], batch_id=part[1], version=part[2], requested_at=now)
-         for part in new], ignore_conflicts=True)
-    old = [part_key(*part) for part in parts if part_key(*part) in stored]
-    if new or (old and AuditFigures.objects.filter(key__in=old, requested_at=None).update(requested_at=now)):
-        work.on_commit_derived(work.figures_send)
+    transaction in progress commits."""
+    work.mark_requested(work.AUDIT_FIGURES, AuditFigures.objects.filter(key__in=[part_key(*part) for part in parts]),
+                        new=[AuditFigures(key=part_key(*part), kind=part[0], batch_id=part[1], version=part[2])
+                             for part in parts if part_key(*part) not in stored])
 
 
 def requested() -> list[tuple[str, int | None, str]]:
     return list(AuditFigures.objects.exclude(requested_at=None).values_list("kind", "batch_id", "version"))
-
-
-def refreshed(parts: list[tuple[str, int | None, str]], started: datetime) -> bool:
-    """Clear the requests of `parts` made before `started` (the recompute read the data after
-    them); True if a part is still requested (by a write since), and the task is sent again."""
-    AuditFigures.objects.filter(key__in=[part_key(*part) for part in parts],
-                                requested_at__lte=started).update(requested_at=None)
-    again = AuditFigures.objects.exclude(requested_at=None).exists()
-    if again:
-        work.figures_send(countdown=REPEAT_AFTER_S)
-    return again
 
 
 # --- figures as JSON -----------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Writes of auditing: make an audit set, give or change a verdict, mark a group as gold, and
-keep the dashboard's stored figures current (the worker's task and the sweep)."""
+recompute the dashboard's stored figures (the worker's task)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from webapp import work
 from webapp.audit import figures, refresh
 from webapp.audit.sampling import Plan
 from webapp.audit.selectors import corrected_ranking, may_audit, verified_ranking
-from webapp.models import AuditFigures, AuditItem, AuditSet, AuditVerdict, Batch, GoldGroup, Group
+from webapp.models import AuditItem, AuditSet, AuditVerdict, Batch, GoldGroup, Group
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def figures_refresh() -> None:
                 log.exception("audit figures (%s) of %s failed", ", ".join(computed), batch or "every batch")
                 figures.record_failure(batch, [(kind, version) for kind in computed for version in kinds[kind]],
                                        error)
-    refresh.refreshed(parts, started)
+    work.recomputed(work.AUDIT_FIGURES, started)
 
 
 def _ranking_figures(batch: Batch | None, kinds: dict[str, set[str]], marks) -> None:
@@ -159,14 +159,3 @@ def _concordance(batch: Batch | None, kinds: dict[str, set[str]], marks) -> None
 # Each computes and stores parts of these kinds; one that fails leaves the others to be computed.
 _RECOMPUTES = ((("correctness",), _correctness_figures), (("agreement", "gradings"), _ranking_figures),
                (("verdicts",), _verdict_figures), (("drift",), _gold_drift), (("concordance",), _concordance))
-
-
-def figures_sweep() -> int:
-    """Send the figures' recompute again for parts requested over `refresh.LOST_AFTER` ago (its
-    message was lost, or its worker died); returns how many parts."""
-    now = timezone.now()
-    lost = AuditFigures.objects.filter(requested_at__lt=now - refresh.LOST_AFTER).update(requested_at=now)
-    if lost:
-        log.info("audit figures: %d parts requested over a minute ago, sending the recompute again", lost)
-        work.figures_send()
-    return lost

@@ -130,7 +130,7 @@ def batch_import(
             batch.save()
             work.renders_stale(batch.pk)  # the group pages of the new trajectories, ahead of the first visit
             work.search_stale(batch.pk)  # search in the new trajectories: a worker indexes them
-            work.run_figures_stale(batch.pk)  # the step's figures and the grading panel's
+            work.batch_figures_stale(batch.pk)  # the step's figures and the grading panel's
     return ImportResult(
         batch=batch,
         created=created,

@@ -25,7 +25,9 @@ import pyarrow as pa
 import pyarrow.dataset as pa_dataset
 import pyarrow.parquet as pq
 
-from webapp.advantages import MISSING_SCORES, RANKING_MISMATCH, AdvantageChunk, AdvantageConfig, advantage_chunks
+from webapp.advantages.chunks import MISSING_SCORES, RANKING_MISMATCH, AdvantageChunk
+from webapp.advantages.config import AdvantageConfig
+from webapp.advantages.selectors import advantage_chunks
 from webapp.exports.formats import ADVANTAGES, export_format
 from webapp.exports.selectors import UNGRADED, ungraded_reasons
 from webapp.models import Batch

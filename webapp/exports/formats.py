@@ -12,7 +12,7 @@ build. `Export.format` is a plain string: a new format needs no migration.
 A writer's contract is its kind's:
 
 - advantages: ``write(batch, chunks, path, *, on_progress=None) -> Written``: the chunks
-  (`webapp.advantages.advantage_chunks`, in order) to the one data file at `path`,
+  (`webapp.advantages.selectors.advantage_chunks`, in order) to the one data file at `path`,
   `advantages.<extension>`, counting each chunk into the Written once it is written
   (`Written.add`) and then calling `on_progress(rows so far, batch.n_trajectories)`;
   `Written.about` holds what the manifest says of the writer. Parquet's and JSON Lines'

@@ -33,7 +33,8 @@ from django.utils import timezone
 
 from grading.advantages import LABELS
 from webapp import work
-from webapp.advantages import SOURCES, parse_advantage_config
+from webapp.advantages.chunks import SOURCES
+from webapp.advantages.config import parse_advantage_config
 from webapp.exports.advantages import SCHEMA, Progress, write_counted
 from webapp.exports.formats import UnknownFormat, export_format
 from webapp.exports.selectors import advantages_ready, exports_root, unfinished_gradings

@@ -17,7 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST, require_safe
 from django.views.decorators.vary import vary_on_headers
 
-from webapp.advantages import parse_advantage_config
+from webapp.advantages.config import parse_advantage_config
 from webapp.exports import selectors
 from webapp.exports.forms import ExportForm
 from webapp.exports.services import ACTIVE, ExportError, export_launch

@@ -1,11 +1,13 @@
 """The grading panel's forms: they parse and validate shapes; services decide."""
 
+from dataclasses import fields
+
 from django import forms
 
 from grading.profiles import BUILTIN, ProfileError, load_profiles
 from grading.rankings import FLAGS
 from grading.schedules import SCHEDULES
-from webapp.advantages import AdvantageConfig
+from webapp.advantages.config import AdvantageConfig, parse_advantage_config
 
 
 class PanelForm(forms.Form):
@@ -42,6 +44,9 @@ class CancelForm(forms.Form):
 
 
 class AdvantageConfigForm(PanelForm):
+    """A field for each of AdvantageConfig's fields but `params`, which has one per schedule
+    parameter. A valid form holds the parsed config in `cleaned_data["config"]`."""
+
     id_prefix = "redistribution"
     schedule = forms.ChoiceField(choices=[(name, name) for name in SCHEDULES])
     w_min = forms.FloatField(required=False, label="w_min")
@@ -57,17 +62,22 @@ class AdvantageConfigForm(PanelForm):
 
     @classmethod
     def for_config(cls, config: AdvantageConfig):
-        initial = {"schedule": config.schedule, "w_flag": config.w_flag, "flag_names": list(config.flag_names),
-                   "norm_by_std": config.norm_by_std, "unbiased_std": config.unbiased_std}
+        initial = {name: value for name, value in config.as_dict().items() if name != "params"}
         for name, value in config.params.items():
             initial[name] = ",".join(f"{v:g}" for v in value) if name == "factors" else value
         return cls(initial=initial)
 
-    def config_fields(self) -> dict:
-        """What was submitted, as AdvantageConfig's fields: only the parameters that the
-        chosen schedule takes (`advantages.parse_advantage_config` validates them)."""
-        data = self.cleaned_data
+    def clean(self):
+        """The config submitted: only the parameters that the chosen schedule takes, the rest
+        of AdvantageConfig's fields as given (`parse_advantage_config` validates them)."""
+        data = super().clean()
+        if self.errors:
+            return data
         params = {name: data[name] for name in SCHEDULES[data["schedule"]].checks
                   if data.get(name) not in (None, "")}
-        return {"schedule": data["schedule"], "params": params, "norm_by_std": data["norm_by_std"],
-                "unbiased_std": data["unbiased_std"], "w_flag": data["w_flag"], "flag_names": data["flag_names"]}
+        given = {f.name: data[f.name] for f in fields(AdvantageConfig) if f.name != "params"}
+        try:
+            data["config"] = parse_advantage_config({**given, "params": params})
+        except ValueError as error:
+            raise forms.ValidationError(str(error)) from None
+        return data

@@ -1,5 +1,5 @@
 """Reads of grading: the runs of a batch with their progress and failures, and the grading
-panel's advantage figures as the figures' worker stored them (webapp/work.py `run_figures_stale`)."""
+panel's figures as its worker stored them (webapp.grading.figures, `GradingPanel`)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from django.db.models import Count
 
 from webapp import work
-from webapp.advantages import AdvantageHistogram
-from webapp.models import Batch, BatchFigures, Grading, GradingRun, Group
+from webapp.advantages.chunks import AdvantageHistogram
+from webapp.models import Batch, Grading, GradingPanel, GradingRun, Group
 from webapp.rankings import UNRESTRICTED, RankingsHidden, Viewer, final_rankings
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = (Grading.Status.QUEUED, Grading.Status.RUNNING, Grading.Status.DONE,
@@ -66,7 +66,7 @@ def batch_grading_status(batch: Batch, *, viewer: Viewer, runs: int = 5, failure
     """The latest `runs` grading runs of `batch`, newest first, with counts per status and
     up to `failures` failed groups each. A viewer from whom the batch's grader is hidden gets
     the progress only: no grader version, no errors. While nothing is queued or running and
-    the batch's stored figures are current, their counts are read (counting a run of 100,000
+    the batch's stored panel figures are current, their counts are read (counting a run of 100,000
     gradings on each visit took most of the panel's time); else they are counted."""
     hidden = viewer.on_listing(batch).grader
     latest = list(GradingRun.objects.filter(batch=batch).select_related("created_by", "cancelled_by")
@@ -88,10 +88,10 @@ def batch_grading_status(batch: Batch, *, viewer: Viewer, runs: int = 5, failure
 
 
 def _stored_progress(batch: Batch) -> dict | None:
-    """The grading progress the batch's figures were computed with, if they are current (no
-    write has requested them since) and nothing was queued or running then; else None."""
-    row = BatchFigures.objects.filter(batch=batch, requested_at=None).exclude(computed_at=None).values_list(
-        "panel__grading", flat=True).first()
+    """The grading progress the batch's panel figures were computed with, if they are current
+    (no write has requested them since) and nothing was queued or running then; else None."""
+    row = GradingPanel.objects.filter(batch=batch, requested_at=None).exclude(computed_at=None).values_list(
+        "figures__grading", flat=True).first()
     if not row or any(r["counts"][QUEUED] or r["counts"][RUNNING] for r in row["runs"]):
         return None
     return row
@@ -182,9 +182,10 @@ def panel_figures(batch: Batch, *, viewer: Viewer) -> PanelFigures:
         viewer.require_whole(batch)
     except RankingsHidden as error:
         return PanelFigures(hidden=str(error))
-    row = BatchFigures.objects.filter(batch=batch).values_list("panel", "requested_at", "computed_at", "error").first()
+    stored = GradingPanel.objects.filter(batch=batch)
+    row = stored.values_list("figures", "requested_at", "computed_at", "error").first()
     if row is None:
-        work.run_figures_stale(batch.pk)
+        work.mark_requested(work.GRADING_PANEL, stored, key=batch.pk, new=[GradingPanel(batch=batch)])
         return PanelFigures(updating=True)
     panel, requested, computed, error = row
     histogram = None

@@ -1,4 +1,5 @@
-"""Grading jobs: launch, sweep, retry. Workers process them in `worker`.
+"""Grading jobs: launch, sweep, retry (workers process them in `worker`); and the recompute of
+the grading panel's figures (`panel_refresh`, webapp.grading.figures).
 
 The Grading rows are the truth; broker messages only carry their primary keys
 and may be lost, delayed or delivered twice. A worker claims a row by a
@@ -38,6 +39,7 @@ from webapp import work
 from webapp.bulk import insert_rows
 from webapp.evidence.services import evidence_launch, evidence_off_reason
 from webapp.grading import sql
+from webapp.grading.figures import batch_panel
 from webapp.jobs import GPU, GRADE_TASK
 from webapp.models import Batch, Grading, GradingRun, Group
 
@@ -149,7 +151,7 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
         evidence_launch(group_pks=group_pks)  # its groups' gradings wait for it (gradings_release)
         if len(ids) >= ANALYZE_AFTER:
             transaction.on_commit(sql.analyze_gradings, robust=True)
-        work.run_figures_stale(batch.pk)  # its groups are pending now
+        work.batch_figures_stale(batch.pk)  # its groups are pending now
         return Launch(run=run, queued=len(ids), skipped=len(busy),
                       sending=work.send_claimed_after_commit(GRADINGS, [(pk, run.queue) for pk in ids]),
                       evidence_off=evidence_off_reason())
@@ -171,6 +173,17 @@ def gradings_sweep(*, resend_after: float | None = None) -> work.Sweep:
     return work.sweep(GRADINGS, resend_after=resend_after)
 
 
+def panel_refresh(batch_id: int) -> None:
+    """Compute the grading panel's figures of batch `batch_id` and store them (a worker's task,
+    the kind `work.GRADING_PANEL`: `work.recompute` says what a failure or a write meanwhile does)."""
+    def compute() -> dict | None:
+        if not Batch.objects.filter(pk=batch_id).exists():
+            return None  # deleted since it was asked for
+        return {"figures": batch_panel(batch_id)}
+
+    work.recompute(work.GRADING_PANEL, batch_id, compute)
+
+
 def grading_run_cancel(*, run: GradingRun, user) -> int:
     """Cancel `run`: its queued gradings become cancelled, its running ones finish but are
     neither retried nor queued again. Return how many gradings were cancelled now; a run
@@ -181,7 +194,7 @@ def grading_run_cancel(*, run: GradingRun, user) -> int:
         # the same statement, and a grading it put back before sees the update below.
         GradingRun.objects.filter(pk=run.pk, cancelled_at=None).update(cancelled_at=now, cancelled_by=user)
         run.refresh_from_db(fields=["cancelled_at", "cancelled_by"])
-        work.run_figures_stale(run.batch_id)  # its queued groups fall back, cancelled
+        work.batch_figures_stale(run.batch_id)  # its queued groups fall back, cancelled
         return Grading.objects.filter(run=run, status=QUEUED).update(
             status=CANCELLED, finished_at=now, claim_token="", error=f"cancelled by {user.get_username()}")
 
@@ -197,5 +210,5 @@ def gradings_retry_failed(*, batch: Batch) -> Launch:
             attempt_limit=F("attempts") + work.setting(GRADINGS.kind, "MAX_ATTEMPTS"),
         )
         if rows:
-            work.run_figures_stale(batch.pk)  # its failed groups are pending again
+            work.batch_figures_stale(batch.pk)  # its failed groups are pending again
         return Launch(run=None, queued=len(rows), skipped=0, sending=work.send_claimed_after_commit(GRADINGS, rows))

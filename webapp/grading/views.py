@@ -15,7 +15,8 @@ from django.views.decorators.vary import vary_on_headers
 
 from grading.graders import heuristic
 from grading.rankings import tier_lines
-from webapp.advantages import DEFAULT_FLAG_NAMES, advantage_config_update, parse_advantage_config
+from webapp.advantages.config import DEFAULT_FLAG_NAMES, parse_advantage_config
+from webapp.advantages.services import advantage_config_update
 from webapp.cases import group_cases
 from webapp.grading import selectors
 from webapp.grading.forms import AdvantageConfigForm, CancelForm, LaunchForm
@@ -101,13 +102,9 @@ def _unsent(launch) -> str:
 def advantage_config_view(request, pk):
     batch = get_object_or_404(Batch, pk=pk)
     form = AdvantageConfigForm(request.POST)
-    if form.is_valid():
-        try:
-            advantage_config_update(batch=batch, **form.config_fields())
-        except ValueError as error:
-            form.add_error(None, str(error))
-    if form.errors:
+    if not form.is_valid():
         return _panel(request, batch, config_form=form, status=400)
+    advantage_config_update(batch=batch, config=form.cleaned_data["config"])
     return _done(request, batch, "Redistribution config saved.")
 
 

@@ -284,7 +284,7 @@ def _write(claims: list[_Claim], cases: list, outcomes: list, token: str, result
                 _keep_transcript(claim, error)
         if version := run.grader_version or (done[0][1].version if done else ""):  # its audit dashboard figures
             work.figures_stale(run.batch_id, ("correctness", "agreement", "gradings", "drift"), version)
-        work.run_figures_stale(run.batch_id)  # its run's step figures and its grading panel
+        work.batch_figures_stale(run.batch_id)  # its run's step figures and its grading panel
 
 
 def _keep_transcript(claim: _Claim, outcome) -> None:

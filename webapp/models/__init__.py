@@ -12,12 +12,12 @@ from webapp.models.exports import ApiToken, Export
 from webapp.models.grading import Grading, GradingRun, GradingTranscript
 from webapp.models.renders import BatchPatch, PatchRender
 from webapp.models.rollouts import Batch, Group, Trajectory, Transcript, default_advantage_config
-from webapp.models.runs import BatchFigures, Run, RunStep
+from webapp.models.runs import BatchFigures, GradingPanel, Run, RunStep
 from webapp.models.search import SearchState
 
 __all__ = [
     "Annotation", "AnnotationPolicy", "ApiToken", "AuditFigures", "AuditItem", "AuditSet", "AuditVerdict", "Batch",
-    "BatchFigures", "BatchPatch", "EvidenceProbe", "EvidenceRun", "Export", "GoldGroup", "Grading", "GradingRun",
-    "GradingTranscript", "Group", "GroupEvidence", "Lease", "PatchRender", "ReferenceProxy", "Run", "RunStep",
-    "SearchState", "Trajectory", "Transcript", "default_advantage_config", "default_review_criteria",
+    "BatchFigures", "BatchPatch", "EvidenceProbe", "EvidenceRun", "Export", "GoldGroup", "Grading", "GradingPanel",
+    "GradingRun", "GradingTranscript", "Group", "GroupEvidence", "Lease", "PatchRender", "ReferenceProxy", "Run",
+    "RunStep", "SearchState", "Trajectory", "Transcript", "default_advantage_config", "default_review_criteria",
 ]

@@ -59,6 +59,13 @@ class AnnotationPolicy(models.Model):
         """With k-way overlap every annotator ranks in a chain of their own."""
         return self.overlap > 1
 
+    @staticmethod
+    def may_hide(path: str = "") -> models.Q:
+        """The policies under which something can be hidden from someone (blind review, k-way
+        overlap: `webapp.rankings.Viewer.hidden`), as a filter; `path` leads to the policy
+        from the rows filtered ("annotation_policy__" from batches)."""
+        return models.Q(**{f"{path}blind": True}) | models.Q(**{f"{path}overlap__gt": 1})
+
 
 class Annotation(models.Model):
     """One human ranking of a group, or a researcher's revert or acceptance: only

@@ -8,12 +8,11 @@ from django.conf import settings
 from django.db import models
 
 from grading.limits import MAX_BASE_COMMIT_CHARS, MAX_ID_CHARS, MAX_REPO_CHARS
+from webapp.advantages.config import DEFAULT_CONFIG
 
 
 def default_advantage_config():
-    """A new batch's config (webapp.advantages.DEFAULT_CONFIG), as stored."""
-    from webapp.advantages import DEFAULT_CONFIG  # here, not at the top: webapp.advantages reads these models
-
+    """A new batch's config (webapp.advantages.config.DEFAULT_CONFIG), as stored."""
     return DEFAULT_CONFIG.as_dict()
 
 

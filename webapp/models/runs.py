@@ -2,9 +2,12 @@
 
 A run is what an RL researcher trains: the online step API, the trainer integrations and
 `import_rollouts --run NAME --step N` attach each step's batch to it. The figures of a batch
-(webapp.runs.figures: pass rate, grading, advantage mass moved, lengths, flags, latency, and
-the grading panel's histogram) are computed by a worker after each change of the batch and
-read by the run page and the batch's grading panel, never computed on a page's request.
+are computed by a worker after each change of the batch (webapp/work.py's derived data) and
+read by pages, never computed on a page's request: those of its run page (`BatchFigures`,
+webapp.runs.figures: pass rate, grading, advantage mass moved, lengths, flags, latency) and
+those of its grading panel (`GradingPanel`, webapp.grading.figures: the advantages'
+histogram, the capped flags, the progress). Both rows have one shape: the figures, and
+`computed_at`, `requested_at`, `sent_at`, `error`.
 """
 
 from django.conf import settings
@@ -52,15 +55,14 @@ class RunStep(models.Model):
 
 
 class BatchFigures(models.Model):
-    """A batch's figures as a worker last computed them (`measures` and, flat, `series` for the
-    run page, `panel` for the grading panel), and `requested_at` while a recompute is due: the
-    figures shown then are the previous ones, marked as updating."""
+    """A batch's figures for its run page as a worker last computed them (`measures` and, flat,
+    `series`), and `requested_at` while a recompute is due: the figures shown then are the
+    previous ones, marked as updating."""
 
     batch = models.OneToOneField(Batch, on_delete=models.CASCADE, primary_key=True, related_name="figures")
     measures = models.JSONField(null=True, blank=True, help_text="Empty until first computed.")
     series = models.JSONField(null=True, blank=True, help_text="Each chart line's value, by line key: what the run "
                                                                "page reads (webapp.runs.selectors.series_row).")
-    panel = models.JSONField(null=True, blank=True)
     computed_at = models.DateTimeField(null=True, blank=True)
     requested_at = models.DateTimeField(null=True, blank=True)
     sent_at = models.DateTimeField(null=True, blank=True, help_text="When the last recompute message went out.")
@@ -72,3 +74,22 @@ class BatchFigures(models.Model):
 
     def __str__(self):
         return f"figures of batch {self.batch_id}"
+
+
+class GradingPanel(models.Model):
+    """A batch's grading panel figures as a worker last computed them, and `requested_at` while
+    a recompute is due (as `BatchFigures`)."""
+
+    batch = models.OneToOneField(Batch, on_delete=models.CASCADE, primary_key=True, related_name="grading_panel")
+    figures = models.JSONField(null=True, blank=True, help_text="Empty until first computed.")
+    computed_at = models.DateTimeField(null=True, blank=True)
+    requested_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True, help_text="When the last recompute message went out.")
+    error = models.TextField(blank=True, help_text="Why the last recompute failed; empty when it did not.")
+
+    class Meta:
+        indexes = [models.Index(fields=["requested_at"], condition=models.Q(requested_at__isnull=False),
+                                name="grading_panel_requested")]
+
+    def __str__(self):
+        return f"grading panel of batch {self.batch_id}"

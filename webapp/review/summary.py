@@ -21,7 +21,7 @@ ROWS_PER_PAGE = 100
 class SummaryRow:
     position: int  # 1-based, in the default order
     member: object  # review.selectors.Member
-    advantage: dict | None  # its row of the group's advantages (webapp.advantages.ROW_FIELDS)
+    advantage: dict | None  # its row of the group's advantages (webapp.advantages.chunks.ROW_FIELDS)
     turns: object
     tokens: object
     patch_chars: int | None

@@ -35,13 +35,9 @@ import orjson
 from django.conf import settings
 from django.utils import timezone
 
-from webapp.advantages import (
-    SOURCES,
-    AdvantageChunk,
-    AdvantageConfig,
-    advantage_chunks_of_batches,
-    parse_advantage_config,
-)
+from webapp.advantages.chunks import SOURCES, AdvantageChunk
+from webapp.advantages.config import AdvantageConfig, parse_advantage_config
+from webapp.advantages.selectors import advantage_chunks_of_batches
 from webapp.exports.advantages import (
     SCHEMA,
     Written,

@@ -1,9 +1,9 @@
-"""The figures of one batch, a run's step: what the run page charts and the grading panel shows.
+"""The figures of one batch, a run's step: what the run page charts.
 
-Computed by a worker after each change of the batch (webapp/work.py `run_figures_stale`) and
-stored (`BatchFigures`); pages only read them. Every figure is over the whole batch, the
-grader's rankings included: computed UNRESTRICTED, and shown only to a viewer who may see
-every ranking of the batch (`Viewer.require_whole`).
+Computed by a worker after each change of the batch (webapp/work.py `batch_figures_stale`, the
+kind `work.RUN_FIGURES`) and stored (`BatchFigures`); pages only read them. Every figure is
+over the whole batch, the grader's rankings included: computed UNRESTRICTED, and shown only to
+a viewer who may see every ranking of the batch (`Viewer.require_whole`).
 
 `measures` (per step, JSON):
 - `trajectories`, `passed`, `pass_rate`: the tests' verdicts; `groups` and `labels` (groups per
@@ -29,42 +29,30 @@ every ranking of the batch (`Viewer.require_whole`).
 - `latency`: seconds from a grading run's launch to each finished grading: p50, p95, and
   `last` (launch to the last result).
 - `config`: the batch's advantage config.
-
-`panel`: the grading panel's histogram of the mixed groups' advantages before and after
-redistribution, the ranked trajectories carrying a flag the config caps, and its progress
-as it stood (`grading`: mixed groups, those with a finished grading, the latest runs' counts
-per status and first failures), which the panel reads while nothing is queued or running.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 
 import numpy as np
 from django.db import connection
-from django.db.models import Count
 
 from grading.rankings import FLAGS
-from webapp.advantages import (
-    MISSING_SCORES,
-    RANKING_MISMATCH,
-    advantage_chunks,
-    advantage_histogram,
-    parse_advantage_config,
-)
-from webapp.models import Batch, Grading, GradingRun, Group, RunStep, Trajectory
+from webapp import work
+from webapp.advantages.chunks import MISSING_SCORES, RANKING_MISMATCH
+from webapp.advantages.config import parse_advantage_config
+from webapp.advantages.selectors import advantage_chunks
+from webapp.models import Batch, Grading, Group, RunStep, Trajectory
 from webapp.rankings import UNRESTRICTED
 from webapp.triage import DISPUTED, REVIEWED, flag_names
 
 LENGTHS = ("lines", "num_turns", "output_tokens")
-RUNS_SHOWN, FAILURES_SHOWN = 5, 50  # the grading panel's latest runs, and failures listed per run
 PARTS = ("passing", "best", "worst", "failing")
-FLAGGED_SHOWN = 10
 GRADING_STATES = ("graded", "pending", "failed", "cancelled", "unusable", "timeout", "not_launched")
 
 
-class BatchChanged(Exception):
+class BatchChanged(work.DataChanged):
     """An import added to the batch between two of the reads its figures are made of: that
     import requested them again, so they are computed again, not stored."""
 
@@ -109,8 +97,8 @@ def stats(values) -> dict:
     return {"median": float(median), "p90": float(p90), "n": int(a.size)}
 
 
-def batch_figures(batch_id: int) -> tuple[dict, dict]:
-    """(measures, panel) of the batch, as the module's docstring says."""
+def batch_figures(batch_id: int) -> dict:
+    """The measures of the batch, as the module's docstring says."""
     batch = Batch.objects.get(pk=batch_id)
     config = parse_advantage_config(batch.advantage_config)
     groups = {pk: row for pk, *row in Group.objects.filter(batch=batch).values_list(
@@ -124,9 +112,6 @@ def batch_figures(batch_id: int) -> tuple[dict, dict]:
     ranked_count = 0  # none: nothing was ranked, so no mass was moved or kept: no value, not 0
     factors: list[np.ndarray] = []
     flagged, lucky, human, unusable = Counter(), 0, set(), set()
-    capped_rows, capped = [], 0
-    mixed_before, mixed_after = [], []
-    cap_names = set(config.flag_names)
     for chunk in advantage_chunks(batch, viewer=UNRESTRICTED, config=config):
         group_pks = [pk_of[g] for g in chunk.group_ids]
         for g, (version, reason) in enumerate(zip(chunk.ranking_version, chunk.source_reason, strict=True)):
@@ -139,9 +124,6 @@ def batch_figures(batch_id: int) -> tuple[dict, dict]:
         moved += float(np.abs(chunk.advantage[passed] - chunk.grpo_advantage[passed]).sum())
         total += float(np.abs(chunk.grpo_advantage[passed]).sum())
         factors.append(chunk.factor[ranked & ~np.isnan(chunk.factor)])
-        mixed = np.asarray([label == "mixed" for label in chunk.label])[chunk.group_index]
-        mixed_before.append(chunk.grpo_advantage[mixed])
-        mixed_after.append(chunk.advantage[mixed])
         k = np.bincount(chunk.group_index, weights=ranked, minlength=len(chunk.group_ids))[chunk.group_index]
         third = np.ceil(k / 3)
         best = ranked & (k >= 2) & (chunk.rank <= third)
@@ -157,12 +139,8 @@ def batch_figures(batch_id: int) -> tuple[dict, dict]:
             known = ~np.isnan(values)
             for part, chosen in parts.items():
                 lengths[name][part].append(values[chosen & known])
-        for i, names in chunk.flags.items():
+        for names in chunk.flags.values():
             flagged.update(names)
-            if chunk.rank[i] and cap_names.intersection(names):
-                capped += 1
-                if len(capped_rows) < FLAGGED_SHOWN:
-                    capped_rows.append(_capped_row(chunk, i))
 
     if at != len(columns["tested"]):
         raise BatchChanged(f"batch {batch.name!r} changed while its figures were computed")
@@ -171,7 +149,7 @@ def batch_figures(batch_id: int) -> tuple[dict, dict]:
     share = (lambda label: labels[label] / n_groups) if n_groups else (lambda label: None)
     agreements = [row[3] for row in groups.values() if row[3] is not None]
     all_factors = np.concatenate(factors) if factors else np.zeros(0)
-    measures = {
+    return {
         "trajectories": batch.n_trajectories, "passed": batch.n_passed,
         "pass_rate": batch.n_passed / batch.n_trajectories if batch.n_trajectories else None,
         "groups": n_groups, "labels": {label: labels[label] for label in Group.Label.values},
@@ -190,26 +168,6 @@ def batch_figures(batch_id: int) -> tuple[dict, dict]:
         "latency": latency(batch),
         "config": config.as_dict(),
     }
-    panel = {"histogram": _histogram(mixed_before, mixed_after), "flagged": {
-        "rows": capped_rows, "more": max(capped - FLAGGED_SHOWN, 0), "n": capped},
-        "grading": grading_progress(batch, mixed=labels["mixed"])}
-    return measures, panel
-
-
-def grading_progress(batch: Batch, *, mixed: int, runs: int = RUNS_SHOWN, failures: int = FAILURES_SHOWN) -> dict:
-    """The grading panel's progress: mixed groups, those with a finished grading, and the
-    latest `runs` runs' gradings per status with their first `failures` failures."""
-    latest = list(GradingRun.objects.filter(batch=batch).order_by("-created_at", "-pk").values_list("pk", flat=True)
-                  [:runs])
-    counts = {pk: dict.fromkeys(Grading.Status.values, 0) for pk in latest}
-    for run_pk, status, n in (Grading.objects.filter(run_id__in=latest).values("run_id", "status")
-                              .annotate(n=Count("id")).values_list("run_id", "status", "n")):
-        counts[run_pk][status] = n
-    return {"mixed": mixed, "graded": Grading.objects.filter(group__batch=batch, status=Grading.Status.DONE)
-            .values("group_id").distinct().count(),
-            "runs": [{"id": pk, "counts": counts[pk], "failures": list(
-                Grading.objects.filter(run_id=pk, status=Grading.Status.FAILED).order_by("group__group_id")
-                .values("pk", "group_id", "group__group_id", "error", "attempts")[:failures])} for pk in latest]}
 
 
 def grading_states(batch: Batch, groups: dict, unusable: set[int]) -> dict[str, int]:
@@ -263,22 +221,3 @@ def _percentiles(values: np.ndarray, qs: tuple, names: tuple) -> dict:
 def _top_flags(groups: dict) -> dict[str, int]:
     counts = Counter(name for row in groups.values() for name in flag_names(row[2]))
     return {name: counts[name] for name in FLAGS if counts[name]}
-
-
-def _capped_row(chunk, i: int) -> dict:
-    g = int(chunk.group_index[i])
-    factor = float(chunk.factor[i])
-    return {"group_id": chunk.group_ids[g], "trajectory_id": chunk.trajectory_ids[i],
-            "flags": list(chunk.flags[i]), "rank": int(chunk.rank[i]),
-            "factor": None if math.isnan(factor) else factor, "grpo_advantage": float(chunk.grpo_advantage[i]),
-            "advantage": float(chunk.advantage[i]), "source": chunk.source[g], "source_reason": chunk.source_reason[g]}
-
-
-def _histogram(before: list[np.ndarray], after: list[np.ndarray]) -> dict:
-    before_all = np.concatenate(before) if before else np.zeros(0)
-    after_all = np.concatenate(after) if after else np.zeros(0)
-    rows = [{"label": "mixed", "grpo_advantage": b, "advantage": a}
-            for b, a in zip(before_all.tolist(), after_all.tolist(), strict=True)]
-    histogram = advantage_histogram(rows)
-    return {"edges": histogram.edges, "before": histogram.before, "after": histogram.after, "n": histogram.n}
-

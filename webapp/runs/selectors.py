@@ -279,13 +279,7 @@ def _datetime(value):
 
 def require_run(run: Run, *, viewer: Viewer) -> None:
     """RankingsHidden unless `viewer` may see every ranking of every step's batch."""
-    # Only a batch whose policy has blind review or k-way overlap hides anything from anyone
-    # (webapp.rankings.Viewer.hidden): the others need no check, a run of a thousand steps no
-    # thousand policies.
-    restricted = Batch.objects.filter(run_step__run=run).filter(
-        Q(annotation_policy__blind=True) | Q(annotation_policy__overlap__gt=1)).select_related("annotation_policy")
-    for batch in restricted.defer("sources", "advantage_config"):
-        viewer.require_whole(batch)
+    viewer.require_all(Batch.objects.filter(run_step__run=run))
 
 
 def run_figures(run: Run, *, viewer: Viewer, measures: bool = False) -> RunFigures:

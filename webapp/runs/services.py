@@ -1,5 +1,5 @@
-"""Writes of training runs: attaching a step to its run, the figures' recompute and sweep,
-and pruning old steps.
+"""Writes of training runs: attaching a step to its run, the figures' recompute, and pruning
+old steps.
 
 A step is one batch, named `<run>/step-<n>`. Every way a step comes in (the online step API,
 the trainer integrations through it, `import_rollouts --run NAME --step N`) goes through
@@ -11,34 +11,24 @@ client's retry) as a no-op.
 
 from __future__ import annotations
 
-import logging
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
-from django.db import connection, transaction
-from django.db.models import Count, Max
+from django.db import transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from webapp import work
-from webapp.models import Batch, BatchFigures, BatchPatch, Run, RunStep, SearchState, Trajectory, Transcript
+from webapp.models import Batch, BatchPatch, Run, RunStep, Trajectory, Transcript
 from webapp.models.runs import RUN_NAME_MAX_CHARS
 from webapp.names import name_problem
-from webapp.runs.figures import BatchChanged, batch_figures
+from webapp.runs.figures import batch_figures
 from webapp.runs.selectors import series_row
-
-log = logging.getLogger(__name__)
+from webapp.search.services import index_delete
 
 MAX_STEP = 10**12
-# A recompute requested this long ago and still not done: its message is taken as lost (or its
-# worker as killed), and the sweep sends it again.
-LOST_AFTER = timedelta(minutes=1)
-REPEAT_AFTER_S = 2  # a batch whose figures were requested again while computed: computed again after this
-SWEEP_SENDS = 200  # recomputes one sweep sends at most; the next sweep sends the rest
-FAILURE_CHARS = 2000
 
 
 class StepRefused(ValueError):
@@ -129,51 +119,18 @@ def step_answered(batch: Batch) -> None:
 # --- figures -------------------------------------------------------------------------------
 
 def figures_refresh(batch_id: int) -> None:
-    """Compute the figures of batch `batch_id` and store them (a worker's task). A write that
-    requested them again while they were computed has them computed again shortly after; one
-    that fails records why and keeps the previous figures."""
-    started = timezone.now()
+    """Compute the figures of batch `batch_id` for its run page and store them (a worker's task,
+    the kind `work.RUN_FIGURES`: `work.recompute` says what a failure or a write meanwhile does)."""
+    work.recompute(work.RUN_FIGURES, batch_id, lambda: _figures(batch_id))
+
+
+def _figures(batch_id: int) -> dict | None:
     if not Batch.objects.filter(pk=batch_id).exists():
-        return
-    asked = BatchFigures.objects.filter(batch_id=batch_id).values_list("requested_at", "computed_at").first()
-    if asked is not None and asked[0] is None and asked[1] is not None:
-        return  # a message sent twice: computed since it was asked for
+        return None  # deleted since it was asked for
     begun = time.monotonic()
-    try:
-        measures, panel = batch_figures(batch_id)
-    except BatchChanged:
-        work.run_figures_send(batch_id, countdown=REPEAT_AFTER_S)
-        return
-    except Exception as error:  # one batch's failure must not hide the others' figures
-        log.exception("figures of batch %s failed", batch_id)
-        reason = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"[:FAILURE_CHARS]
-        BatchFigures.objects.filter(batch_id=batch_id, requested_at__lte=started).update(
-            error=reason, requested_at=None)
-        return
+    measures = batch_figures(batch_id)
     measures["compute_s"] = round(time.monotonic() - begun, 4)
-    BatchFigures.objects.update_or_create(batch_id=batch_id, defaults={
-        "measures": measures, "series": series_row(measures), "panel": panel, "computed_at": timezone.now(),
-        "error": ""})
-    done = BatchFigures.objects.filter(batch_id=batch_id, requested_at__lte=started).update(requested_at=None)
-    if not done and BatchFigures.objects.filter(batch_id=batch_id).exclude(requested_at=None).exists():
-        work.run_figures_send(batch_id, countdown=REPEAT_AFTER_S)
-
-
-def figures_sweep() -> int:
-    """Send again the recomputes requested over LOST_AFTER ago and not sent since (a message the
-    broker refused, a worker killed mid-update: its batch keeps the previous figures and stays
-    requested); how many were sent."""
-    due = timezone.now() - LOST_AFTER
-    stale = (BatchFigures.objects.filter(requested_at__lt=due).exclude(sent_at__gte=due)
-             .order_by("requested_at").values_list("batch_id", flat=True)[:SWEEP_SENDS])
-    sent = 0
-    for batch_id in list(stale):
-        if not work.run_figures_send(batch_id):
-            break
-        sent += 1
-    if sent:
-        log.warning("figures sweep: %d recomputes sent again", sent)
-    return sent
+    return {"measures": measures, "series": series_row(measures)}
 
 
 # --- retention -----------------------------------------------------------------------------
@@ -200,20 +157,7 @@ def run_prune(*, run: Run, keep_last: int) -> Pruned:
         with transaction.atomic():
             transcripts += Transcript.objects.filter(trajectory__batch_id=batch_id).delete()[0]
             renders += BatchPatch.objects.filter(batch_id=batch_id).delete()[0]
-            entries += _search_entries_delete(batch_id)
+            entries += index_delete(batch_id=batch_id)
             RunStep.objects.filter(run=run, number=number).update(pruned_at=timezone.now())
     return Pruned(steps=[number for number, _ in steps], transcripts=transcripts, renders=renders,
                   search_entries=entries)
-
-
-def _search_entries_delete(batch_id: int) -> int:
-    """Empty the batch's search index (a table of the database's own kind, migration
-    0010_search_index) and mark it complete, so that nothing indexes the batch again."""
-    with connection.cursor() as cursor:
-        cursor.execute("DELETE FROM webapp_search_entry WHERE batch_id = %s", [batch_id])
-        deleted = max(cursor.rowcount, 0)
-    batch = Batch.objects.get(pk=batch_id)
-    top = Trajectory.objects.filter(batch_id=batch_id).aggregate(top=Max("pk"))["top"] or 0
-    SearchState.objects.update_or_create(batch_id=batch_id, defaults={
-        "indexed_through": top, "n_indexed": batch.n_trajectories})
-    return deleted

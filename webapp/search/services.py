@@ -5,9 +5,10 @@ A worker writes the entries after each import commits (`batch_index`), not the i
 itself: a trigram index costs time per character indexed, which made PostgreSQL imports
 four times slower. So the index of a batch may be incomplete for a while; its
 SearchState row says how far it got, and the search page says so. The import sends the
-message once it commits (webapp/work.py, `search_stale`); the periodic sweep sends it again for a
-batch whose index is incomplete and that nothing moved for RESEND_AFTER_S (the broker
-was down, lost the message, or the worker died). A worker indexes the trajectories past
+message once it commits (webapp/work.py, `search_stale`); the derived data's sweep
+(`work.sweep_derived(work.SEARCH_INDEX)`) sends it again for a batch whose index is incomplete
+and that nothing moved for a while (the broker was down, lost the message, or the worker
+died). A worker indexes the trajectories past
 the state's `indexed_through`, CHUNK_TRAJECTORIES at a time, committing the entries and
 the state together: a second message or a killed worker never indexes a row twice, and
 an append indexes only what it added.
@@ -17,27 +18,21 @@ PostgreSQL keeps them in a table with a trigram GIN index, SQLite in an FTS5 tab
 the trigram tokenizer.
 """
 
-import logging
 from collections.abc import Iterable, Iterator
-from datetime import timedelta
 from itertools import islice
 from typing import NamedTuple
 
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
-from webapp import work
 from webapp.html.transcripts import message_parts
-from webapp.models import Group, SearchState, Trajectory
-
-log = logging.getLogger(__name__)
+from webapp.models import Batch, Group, SearchState, Trajectory
 
 TABLE = "webapp_search_entry"
 COLUMNS = ("batch_id", "group_pk", "trajectory_pk", "kind", "turn", "role", "text")
 CHUNK = 2000  # entries written at a time
 CHUNK_TRAJECTORIES = 200  # trajectories indexed, and committed, at a time by the worker
-RESEND_AFTER_S = 300  # the sweep sends again when neither a message nor a chunk came for this long
 
 STATEMENT, PATCH, TURN = "statement", "patch", "turn"
 KINDS = (STATEMENT, PATCH, TURN)
@@ -132,21 +127,14 @@ def _chunk_entries(batch_id: int, indexed_through: int, rows: list) -> Iterator[
         yield from trajectory_entries(batch_id, group_pk, trajectory_pk, patch, messages)
 
 
-def index_sweep(*, resend_after: float = RESEND_AFTER_S) -> int:
-    """Send the message again for each batch whose index is incomplete and that neither a
-    message nor an indexed chunk touched for `resend_after` seconds; returns how many were
-    sent (it stops at the first the broker refuses: the next sweep tries again)."""
-    cutoff = timezone.now() - timedelta(seconds=resend_after)
-    stalled = (SearchState.objects.filter(n_indexed__lt=F("batch__n_trajectories"))
-               .filter(Q(sent_at=None) | Q(sent_at__lt=cutoff)).filter(Q(indexed_at=None) | Q(indexed_at__lt=cutoff)))
-    sent = 0
-    for batch_id in stalled.order_by("batch_id").values_list("batch_id", flat=True):
-        try:
-            work.search_send(batch_id)
-        except work.BrokerUnavailable as error:
-            log.warning("search sweep: %d batches sent, the others wait: %s", sent, error)
-            break
-        sent += 1
-    if sent:
-        log.warning("search sweep: %d batches sent to be indexed again", sent)
-    return sent
+def index_delete(*, batch_id: int) -> int:
+    """Empty the batch's index and mark it complete, so that nothing indexes the batch again (a
+    run's pruned step: its transcripts are gone); how many entries were deleted."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {TABLE} WHERE batch_id = %s", [batch_id])
+        deleted = max(cursor.rowcount, 0)
+    batch = Batch.objects.get(pk=batch_id)
+    top = Trajectory.objects.filter(batch_id=batch_id).aggregate(top=Max("pk"))["top"] or 0
+    SearchState.objects.update_or_create(batch_id=batch_id, defaults={
+        "indexed_through": top, "n_indexed": batch.n_trajectories})
+    return deleted

@@ -13,7 +13,7 @@ from grading.advantages import gagar_advantages
 from tests.django_fixtures import make_user
 from tests.webapp.annotationdata import grade, group_rows, pk_of, review_batch, save, set_policy
 from tests.webapp.reviewdata import hostile_records, import_batch
-from webapp.advantages import AdvantageConfig
+from webapp.advantages.config import AdvantageConfig
 from webapp.annotation.services import InvalidAnnotation, ranking_revert
 from webapp.models import Annotation, Group, Trajectory
 from webapp.rankings import UNRESTRICTED, final_rankings

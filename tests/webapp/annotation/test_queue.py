@@ -229,7 +229,7 @@ def test_the_batch_page_links_the_queue_and_loads_the_panel(client, batch, annot
 def test_an_annotator_works_through_the_sample_queue(client, sample_batch, annotator):
     """The issue's "done when": a new annotator ranks every mixed group of the sample data
     from the queue, each save is kept, and advantages follow (source human)."""
-    from webapp.advantages import advantage_rows
+    from webapp.advantages.selectors import advantage_rows
     from webapp.models import Annotation, Trajectory
 
     client.force_login(annotator)

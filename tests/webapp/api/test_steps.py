@@ -4,12 +4,15 @@ Gradings are processed here in-process by the worker's own code (`gradings_proce
 round trips through real worker processes are in test_roundtrip.py."""
 
 import json
+from dataclasses import fields
 
 import pytest
 
 from tests.factories import group
 from tests.webapp.api.reference import core_advantages, varied
+from webapp.advantages.config import DEFAULT_CONFIG, AdvantageConfig, parse_advantage_config
 from webapp.annotation.services import ranking_save
+from webapp.api.schemas import AdvantageOverrides
 from webapp.grading.services import grading_run_cancel
 from webapp.grading.worker import gradings_process
 from webapp.models import Batch, Grading, GradingRun, Group
@@ -121,6 +124,12 @@ def test_bad_rollouts_config_or_grader_leave_nothing_behind(api):
     for query in ("step=1", "run=r&step=-1", "run=%20r&step=1", "run=r&step=x"):
         assert api.submit(query=query).status_code == 422, query
     assert not Batch.objects.exists() and not GradingRun.objects.exists()
+
+
+def test_a_steps_config_overrides_are_the_advantage_configs_fields_and_an_answered_config_goes_back_in():
+    assert list(AdvantageOverrides.model_fields) == [f.name for f in fields(AdvantageConfig)]
+    sent = AdvantageOverrides.model_validate_json(json.dumps(DEFAULT_CONFIG.as_dict()))
+    assert parse_advantage_config(sent.model_dump(exclude_unset=True)) == DEFAULT_CONFIG
 
 
 def test_an_unknown_step_is_404(api):

@@ -14,12 +14,9 @@ from django.db import connection
 from tests.factories import group, write_jsonl
 from tests.webapp.annotationdata import grade, review_batch, save
 from tests.webapp.exports.data import EXPECTED
-from webapp.advantages import (
-    advantage_config_update,
-    advantage_rows,
-    next_groups,
-    parse_advantage_config,
-)
+from webapp.advantages.config import parse_advantage_config
+from webapp.advantages.selectors import advantage_rows, next_groups
+from webapp.advantages.services import advantage_config_update
 from webapp.exports import advantages as export_advantages
 from webapp.exports.advantages import COLUMNS, SCHEMA, advantage_jsonl_lines, write_advantages, writer_version
 from webapp.models import Batch, Group
@@ -136,7 +133,8 @@ def test_an_export_is_the_same_bytes_again_and_after_another_batch_changes(ranke
     first = export(ranked_batch, tmp_path / "1.parquet").read_bytes()
     first_jsonl = export(ranked_batch, tmp_path / "1.jsonl", "jsonl").read_bytes()
     other = Batch.objects.get(pk=_other_batch(tmp_path, researcher).pk)
-    advantage_config_update(batch=other, schedule="exponential", params={"gamma": 0.5})
+    advantage_config_update(batch=other, config=parse_advantage_config({"schedule": "exponential",
+                                                                         "params": {"gamma": 0.5}}))
     assert export(ranked_batch, tmp_path / "2.parquet").read_bytes() == first
     assert export(ranked_batch, tmp_path / "2.jsonl", "jsonl").read_bytes() == first_jsonl
     assert export(ranked_batch, tmp_path / "3.parquet", params={"w_min": 0.5}).read_bytes() != first

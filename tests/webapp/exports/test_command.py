@@ -6,7 +6,7 @@ import json
 import pytest
 from django.core.management import CommandError, call_command
 
-from webapp.advantages import parse_advantage_config
+from webapp.advantages.config import parse_advantage_config
 from webapp.exports.advantages import write_advantages
 from webapp.rankings import UNRESTRICTED
 

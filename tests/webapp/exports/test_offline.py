@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from gagar_client.offline import MissingTrajectories, advantages_for
 
-from webapp.advantages import advantage_rows, parse_advantage_config
+from webapp.advantages.config import parse_advantage_config
+from webapp.advantages.selectors import advantage_rows
 from webapp.exports.advantages import write_advantages
 from webapp.rankings import UNRESTRICTED
 

@@ -12,7 +12,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from webapp.advantages import parse_advantage_config
+from webapp.advantages.config import parse_advantage_config
 from webapp.exports import services
 from webapp.exports.advantages import COLUMNS
 from webapp.exports.selectors import export_file, exports_root

@@ -3,7 +3,7 @@
 import pytest
 
 from tests.workers.conftest import make_batch, wait_until
-from webapp.advantages import parse_advantage_config
+from webapp.advantages.config import parse_advantage_config
 from webapp.exports.advantages import write_advantages
 from webapp.exports.selectors import export_file, exports_root
 from webapp.exports.services import export_launch, exports_sweep

@@ -11,11 +11,10 @@ from grading.cases import GraderError
 from grading.graders.heuristic import HeuristicGrader
 from tests.workers.conftest import make_batch
 from webapp.grading.selectors import batch_grading_status
-from webapp.grading.services import grading_launch, grading_run_cancel, gradings_sweep
+from webapp.grading.services import grading_launch, grading_run_cancel, gradings_sweep, panel_refresh
 from webapp.grading.worker import gradings_process
 from webapp.models import Grading, GradingRun
 from webapp.rankings import UNRESTRICTED
-from webapp.runs.services import figures_refresh
 
 pytestmark = pytest.mark.django_db
 
@@ -139,7 +138,7 @@ def test_a_transient_failure_after_the_cancel_is_cancelled_not_retried(tmp_path,
 def test_a_researcher_cancels_a_run_from_the_panel(client, tmp_path, sent, researcher):
     batch = make_batch(tmp_path, "b", 2)
     run = grading_launch(batch=batch, grader="heuristic").run
-    figures_refresh(batch.pk)  # what the figures' worker does once the launch commits
+    panel_refresh(batch.pk)  # what the panel's worker does once the launch commits
     client.force_login(researcher)
     panel = client.get(reverse("grading_panel", args=[batch.pk])).content.decode()
     assert f'name="run" value="{run.pk}"' in panel and "Cancel run" in panel

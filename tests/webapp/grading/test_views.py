@@ -7,10 +7,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.webapp.annotationdata import grade, review_batch, set_policy
-from webapp.grading.services import grading_launch
+from webapp.grading.services import grading_launch, panel_refresh
 from webapp.grading.worker import gradings_process
-from webapp.models import BatchFigures, Grading, GradingRun, GradingTranscript, Group
-from webapp.runs.services import figures_refresh
+from webapp.models import Grading, GradingPanel, GradingRun, GradingTranscript, Group
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +47,7 @@ def blind_graded(tmp_path):
     group = Group.objects.get(batch=review_batch(tmp_path), group_id="task-1")
     set_policy(group.batch, blind=True)
     grade(group, flags={"t4": ["edits_tests"]})
-    figures_refresh(group.batch.pk)  # what the figures' worker does once the grading commits
+    panel_refresh(group.batch.pk)  # what the panel's worker does once the grading commits
     return group.batch
 
 
@@ -85,13 +84,13 @@ def test_it_polls_only_while_something_is_queued_or_running_or_its_figures_are_d
     login(client, researcher)
     body = client.get(panel(sample_batch), **HTMX).content.decode()
     assert 'hx-trigger="every 2s"' in body and "Updating: computed in a moment" in body  # never computed yet
-    figures_refresh(sample_batch.pk)
+    panel_refresh(sample_batch.pk)
     assert 'hx-trigger="every 2s"' not in client.get(panel(sample_batch), **HTMX).content.decode()
     run = grading_launch(batch=sample_batch, grader="heuristic").run
     body = client.get(panel(sample_batch), **HTMX).content.decode()
     assert 'hx-trigger="every 2s"' in body and "Updating every 2 s while grading runs" in body
     gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
-    figures_refresh(sample_batch.pk)
+    panel_refresh(sample_batch.pk)
     body = client.get(panel(sample_batch), **HTMX).content.decode()
     assert 'hx-trigger="every 2s"' not in body
     assert "<svg" in body and "GRPO (before)" in body and "Redistributed (after)" in body
@@ -100,8 +99,8 @@ def test_it_polls_only_while_something_is_queued_or_running_or_its_figures_are_d
 def test_the_panel_reads_stored_figures_and_says_when_they_are_being_updated(client, researcher, sample_batch):
     run = grading_launch(batch=sample_batch, grader="heuristic").run
     gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
-    figures_refresh(sample_batch.pk)
-    BatchFigures.objects.filter(batch=sample_batch).update(requested_at=timezone.now())  # a change since
+    panel_refresh(sample_batch.pk)
+    GradingPanel.objects.filter(batch=sample_batch).update(requested_at=timezone.now())  # a change since
     body = login(client, researcher).get(panel(sample_batch), **HTMX).content.decode()
     assert "Updating: these are the figures from before the batch's latest change" in body
     assert "GRPO (before)" in body and 'hx-trigger="every 2s"' in body
@@ -155,7 +154,7 @@ def test_the_panel_shows_the_flag_cap_applied(client, researcher, sample_batch):
     # Regression: with the default config a trajectory flagged as a reward hack still gained advantage.
     run = grading_launch(batch=sample_batch, grader="heuristic").run
     gradings_process(grading_ids=list(run.gradings.values_list("pk", flat=True)))
-    figures_refresh(sample_batch.pk)
+    panel_refresh(sample_batch.pk)
     login(client, researcher)
     body = client.get(panel(sample_batch), **HTMX).content.decode()
     assert "flagged (reward_hacking, edits_tests) capped at 0.0" in body
@@ -166,7 +165,7 @@ def test_the_panel_shows_the_flag_cap_applied(client, researcher, sample_batch):
     client.post(reverse("advantage_config", args=[sample_batch.pk]),
                 {"schedule": "linear", "w_min": "0.2", "w_flag": "", "flag_names": ["reward_hacking", "edits_tests"],
                  "norm_by_std": "on", "unbiased_std": "on"})
-    figures_refresh(sample_batch.pk)
+    panel_refresh(sample_batch.pk)
     body = client.get(panel(sample_batch), **HTMX).content.decode()
     assert "flags cap nothing" in body and "<strong>not capped</strong>" in body
 

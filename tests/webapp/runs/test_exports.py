@@ -10,8 +10,10 @@ import pytest
 
 from tests.webapp.annotationdata import save, set_policy
 from tests.webapp.runs.rundata import grade, import_step, step_records
-from webapp import advantages
-from webapp.advantages import advantage_chunks_of_batches, advantage_config_update, parse_advantage_config
+from webapp.advantages import selectors as advantage_reads
+from webapp.advantages.config import parse_advantage_config
+from webapp.advantages.selectors import advantage_chunks_of_batches
+from webapp.advantages.services import advantage_config_update
 from webapp.exports import advantages as export_advantages
 from webapp.exports.advantages import write_counted
 from webapp.models import Batch, Group, Run, RunStep
@@ -35,7 +37,8 @@ def run(tmp_path, researcher, settings):
         if number != 2:
             grade(batch)
     RunStep.objects.create(run=Run.objects.get(name="r"), number=4, batch=Batch.objects.create(name="r/step-4"))
-    advantage_config_update(batch=Batch.objects.get(name="r/step-1"), schedule="exponential", params={"gamma": 0.5})
+    advantage_config_update(batch=Batch.objects.get(name="r/step-1"),
+                            config=parse_advantage_config({"schedule": "exponential", "params": {"gamma": 0.5}}))
     group = Group.objects.get(batch__name="r/step-0", group_id="task-0")
     passing = sorted(group.trajectories.filter(passed=True).values_list("trajectory_id", flat=True))
     save(group, researcher, [[tid] for tid in reversed(passing)])
@@ -72,10 +75,10 @@ def test_each_steps_file_is_its_batchs_own_export_when_steps_are_read_together(r
 
 def test_steps_are_read_a_window_at_a_time_and_a_larger_step_alone(run, tmp_path, monkeypatch):
     alone, reads = [], []
-    read_alone, read_rows = advantages.advantage_chunks, advantages.trajectory_columns
-    monkeypatch.setattr(advantages, "advantage_chunks",
+    read_alone, read_rows = advantage_reads.advantage_chunks, advantage_reads.trajectory_columns
+    monkeypatch.setattr(advantage_reads, "advantage_chunks",
                         lambda batch, **kw: alone.append(batch.name) or read_alone(batch, **kw))
-    monkeypatch.setattr(advantages, "trajectory_columns", lambda pks: reads.append(len(pks)) or read_rows(pks))
+    monkeypatch.setattr(advantage_reads, "trajectory_columns", lambda pks: reads.append(len(pks)) or read_rows(pks))
     write_run_dataset(run, tmp_path / "run", viewer=UNRESTRICTED, allow_ungraded=True)
     assert alone == ["r/step-3"]
     assert reads == [12, 6, 13, 7, 6]  # steps 0 and 1, step 2, step 3's two chunks, steps 4 and 5

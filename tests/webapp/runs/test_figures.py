@@ -14,12 +14,14 @@ from django.utils import timezone
 from grading.advantages import gagar_advantages, grpo_advantages
 from grading.evaluation import changed_lines
 from tests.webapp.runs.rundata import make_run
-from webapp.advantages import advantage_config_update
+from webapp.advantages.config import parse_advantage_config
+from webapp.advantages.services import advantage_config_update
 from webapp.annotation.services import ranking_save
 from webapp.models import BatchFigures, Group, Run
 from webapp.rankings import UNRESTRICTED, final_rankings
 from webapp.runs import selectors
-from webapp.runs.services import figures_refresh, figures_sweep
+from webapp.runs.services import figures_refresh
+from webapp.work import RUN_FIGURES, sweep_derived
 
 pytestmark = pytest.mark.django_db
 
@@ -129,7 +131,8 @@ def test_a_baseline_run_imported_without_grading_shows_grpo_only_figures(tmp_pat
 
 def test_a_config_change_is_marked_on_the_run(tmp_path):
     run = make_run(tmp_path, "r", steps=3, graded=False)
-    advantage_config_update(batch=run[2][0], schedule="exponential", params={"gamma": 0.5})
+    advantage_config_update(batch=run[2][0],
+                            config=parse_advantage_config({"schedule": "exponential", "params": {"gamma": 0.5}}))
     for batch, _ in run.values():
         figures_refresh(batch.pk)
     figures = selectors.run_figures(Run.objects.get(name="r"), viewer=UNRESTRICTED)
@@ -159,5 +162,5 @@ def test_the_sweep_sends_again_what_was_requested_long_ago_and_not_sent_since(tm
     batch, _ = make_run(tmp_path, "r", steps=1, graded=False)[0]
     long_ago = timezone.now() - timezone.timedelta(minutes=5)
     BatchFigures.objects.update_or_create(batch=batch, defaults={"requested_at": long_ago, "sent_at": long_ago})
-    assert figures_sweep() == 1 and sent == [{"batch_id": batch.pk}]
-    assert figures_sweep() == 0  # sent just now: not again until it is overdue
+    assert sweep_derived(RUN_FIGURES) == 1 and sent == [{"batch_id": batch.pk}]
+    assert sweep_derived(RUN_FIGURES) == 0  # sent just now: not again until it is overdue

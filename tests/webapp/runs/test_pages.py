@@ -14,7 +14,8 @@ from django.urls import reverse
 
 from tests.webapp.annotationdata import set_policy
 from tests.webapp.runs.rundata import make_run
-from webapp.advantages import advantage_config_update
+from webapp.advantages.config import parse_advantage_config
+from webapp.advantages.services import advantage_config_update
 from webapp.models import Batch, Grading, Run, RunStep, Transcript
 from webapp.runs.services import figures_refresh
 
@@ -154,7 +155,8 @@ def test_the_page_is_drawn_again_once_a_steps_figures_change(client, researcher,
     assert "advantage config changed" not in client.get(compare).content.decode()
     step = RunStep.objects.get(run=gagar, number=2).batch
     with django_capture_on_commit_callbacks(execute=True):  # the change requests the step's figures
-        advantage_config_update(batch=step, schedule="exponential", params={"gamma": 0.5})
+        advantage_config_update(batch=step,
+                                config=parse_advantage_config({"schedule": "exponential", "params": {"gamma": 0.5}}))
     assert 'id="run-updating"' in client.get(url).content.decode()
     figures_refresh(step.pk)  # the worker's task
     body = client.get(url).content.decode()

@@ -18,7 +18,8 @@ from tests.webapp.reviewdata import MESSAGES, import_batch, records
 from webapp.batches.services import batch_import
 from webapp.models import Batch, SearchState, Trajectory
 from webapp.search import services
-from webapp.search.services import TABLE, batch_index, index_sweep, turn_text
+from webapp.search.services import TABLE, batch_index, turn_text
+from webapp.work import SEARCH_INDEX, sweep_derived
 
 BEFORE_THE_INDEX = [("webapp", "0009_group_triage")]
 
@@ -147,20 +148,20 @@ def test_the_sweep_sends_again_for_an_incomplete_batch_nothing_touched_for_a_whi
     batch_index(complete.pk)
     stalled = import_batch(tmp_path, group("g1", [1.0, 0.0]), name="stalled")
     # On import no message was sent in this test (its transaction never commits): as if the broker were down.
-    assert index_sweep() == 1
+    assert sweep_derived(SEARCH_INDEX) == 1
     sent_at = SearchState.objects.get(batch=stalled).sent_at
     assert sent_at is not None
-    assert index_sweep() == 0  # sent a moment ago: a worker may be taking it right now
-    long_ago = timezone.now() - timedelta(seconds=services.RESEND_AFTER_S + 1)
+    assert sweep_derived(SEARCH_INDEX) == 0  # sent a moment ago: a worker may be taking it right now
+    long_ago = timezone.now() - SEARCH_INDEX.lost_after - timedelta(seconds=1)
     SearchState.objects.update(sent_at=long_ago)
-    assert index_sweep() == 1  # the broker lost it, or the worker died before a chunk
+    assert sweep_derived(SEARCH_INDEX) == 1  # the broker lost it, or the worker died before a chunk
     SearchState.objects.filter(batch=stalled).update(sent_at=long_ago, indexed_at=timezone.now())
-    assert index_sweep() == 0  # a worker is on it: it committed a chunk a moment ago
+    assert sweep_derived(SEARCH_INDEX) == 0  # a worker is on it: it committed a chunk a moment ago
     SearchState.objects.filter(batch=stalled).update(indexed_at=long_ago)
-    assert index_sweep() == 1  # it stopped
+    assert sweep_derived(SEARCH_INDEX) == 1  # it stopped
     batch_index(stalled.pk)
     SearchState.objects.update(sent_at=long_ago, indexed_at=long_ago)
-    assert index_sweep() == 0  # both complete
+    assert sweep_derived(SEARCH_INDEX) == 0  # both complete
 
 
 @pytest.mark.django_db(transaction=True)
@@ -174,6 +175,6 @@ def test_creating_the_index_leaves_what_is_already_there_to_the_sweep_and_the_wo
     executor.migrate(executor.loader.graph.leaf_nodes())
     assert entries(batch) == [] and state(batch) == (0, 0)
     assert SearchState.objects.get(batch=batch).sent_at is None  # so the sweep sends it
-    assert index_sweep() == 1
+    assert sweep_derived(SEARCH_INDEX) == 1
     batch_index(batch.pk)
     assert entries(batch) == imported

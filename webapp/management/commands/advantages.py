@@ -2,25 +2,36 @@ import csv
 import json
 import os
 import sys
+from dataclasses import fields
 
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.advantages import ROW_FIELDS, advantage_rows, parse_advantage_config
+from webapp.advantages.chunks import ROW_FIELDS
+from webapp.advantages.config import AdvantageConfig, parse_advantage_config
+from webapp.advantages.selectors import advantage_rows
 from webapp.batches.services import normalized_batch_name
 from webapp.models import Batch
 from webapp.rankings import UNRESTRICTED
 
+# The switch that turns off each boolean field of AdvantageConfig (each is on by default), and
+# its help; a boolean field added to the config and not here fails as the options are made.
+SWITCHES = {"norm_by_std": ("--no-std", "Dr. GRPO: do not divide by std"),
+            "unbiased_std": ("--population-std", "std with ddof=0")}
+
 
 def add_config_arguments(parser) -> None:
-    """The options that override a batch's redistribution config (`export advantages` has them too)."""
+    """The options that override a batch's redistribution config (`export advantages` has them
+    too): AdvantageConfig's `schedule`, its `params` one schedule parameter each, and a switch
+    for each of its boolean fields."""
     parser.add_argument("--schedule", help="weight schedule (default: the batch's config)")
     parser.add_argument("--w-min", type=float, dest="w_min")
     parser.add_argument("--gamma", type=float)
     parser.add_argument("--m", type=int)
     parser.add_argument("--temperature", type=float)
     parser.add_argument("--factors", help="tiered schedule factors, comma-separated")
-    parser.add_argument("--no-std", action="store_true", help="Dr. GRPO: do not divide by std")
-    parser.add_argument("--population-std", action="store_true", help="std with ddof=0")
+    for name in _booleans():
+        switch, text = SWITCHES[name]
+        parser.add_argument(switch, action="store_true", dest=f"{name}_off", help=text)
 
 
 def config_overrides(options: dict) -> dict:
@@ -30,11 +41,12 @@ def config_overrides(options: dict) -> dict:
     overrides = {"params": params}
     if options["schedule"]:
         overrides["schedule"] = options["schedule"]
-    if options["no_std"]:
-        overrides["norm_by_std"] = False
-    if options["population_std"]:
-        overrides["unbiased_std"] = False
+    overrides.update((name, False) for name in _booleans() if options[f"{name}_off"])
     return overrides
+
+
+def _booleans() -> list[str]:
+    return [f.name for f in fields(AdvantageConfig) if f.type is bool]
 
 
 class Command(BaseCommand):

@@ -1,4 +1,4 @@
-"""The batch page's grading panel reads its figures and its progress as the figures' worker
+"""The batch page's grading panel reads its figures and its progress as the panel's worker
 stored them while they are current and nothing is queued or running; else it counts."""
 
 import pytest
@@ -7,16 +7,16 @@ from django.utils import timezone
 
 from tests.webapp.runs.rundata import make_run
 from webapp.grading.selectors import batch_grading_status, graded_share
-from webapp.models import BatchFigures, Grading
+from webapp.grading.services import panel_refresh
+from webapp.models import Grading, GradingPanel
 from webapp.rankings import UNRESTRICTED
-from webapp.runs.services import figures_refresh
 
 pytestmark = pytest.mark.django_db
 
 
 def test_current_figures_give_the_progress_and_a_request_has_it_counted(client, researcher, tmp_path):
     batch, _ = make_run(tmp_path, "r", steps=1)[0]
-    figures_refresh(batch.pk)
+    panel_refresh(batch.pk)
     mixed = batch.groups.filter(label="mixed").count()
     assert graded_share(batch) == {"mixed": mixed, "graded": mixed}
     # A change the figures were not told of (here, behind the services' back) does not show...
@@ -24,7 +24,7 @@ def test_current_figures_give_the_progress_and_a_request_has_it_counted(client, 
     [run] = batch_grading_status(batch, viewer=UNRESTRICTED)
     assert run.counts["done"] == mixed and run.failures == []
     # ...until the figures are requested again, as every write that changes them does: counted then.
-    BatchFigures.objects.filter(batch=batch).update(requested_at=timezone.now())
+    GradingPanel.objects.filter(batch=batch).update(requested_at=timezone.now())
     [run] = batch_grading_status(batch, viewer=UNRESTRICTED)
     assert run.counts["failed"] == mixed and run.failures[0]["error"] == "a <b>bad</b> day"
     assert graded_share(batch) == {"mixed": mixed, "graded": 0}
