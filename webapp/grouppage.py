@@ -27,7 +27,7 @@ from webapp.rankings import Viewer
 from webapp.review import columns as layout
 from webapp.review import comparison, matrix, selectors
 from webapp.review.summary import ROWS_PER_PAGE, summary_page, summary_start
-from webapp.triage import triage_columns
+from webapp.triage import visible_triage
 
 STATEMENT_LINES = 3  # a long statement shows this many lines, then "show the whole statement"
 
@@ -59,7 +59,7 @@ def render_group_page(request, group, *, submitted: RankingInput | None = None, 
     The query string holds the list filter (for next/previous), "hide failing" and the
     matrix's layout (review.columns)."""
     viewer = Viewer(request.user)
-    flt = GroupFilterForm(request.GET, columns=triage_columns(viewer, group.batch)).to_filter()
+    flt = GroupFilterForm(request.GET, columns=visible_triage(group.batch, viewer=viewer).columns).to_filter()
     params = flt.params()
     hide_failing = request.GET.get("failing") == "hide"
     paged = layout.paged(group.n_trajectories)

@@ -11,9 +11,13 @@ Blind review and k-way overlap hide the grader's verdict and other people's
 rankings from an annotator until they rank the group themselves. That rule
 lives here, in `Viewer.hidden`, and holds by construction: every read that
 carries the grader's verdict or people's rankings (`grader_rankings`,
-`final_rankings`, `visible_ranking`, `visible_history`, and the reads built on
-them: advantages, triage columns, exports, the API) takes the viewer and
-applies the rule inside; the unfiltered reads are private to this module.
+`final_rankings`, `chain_heads`, `visible_ranking`, `visible_history`, and the
+reads built on them: advantages, exports, the API) takes the viewer and applies
+the rule inside; the unfiltered reads are private to this module. Stored copies
+of what they carry are read the same way: the triage columns through
+`webapp.triage.visible_triage`, the stored figures (grading panel, run page,
+audit dashboard and report) through their selectors, each taking the viewer
+and asking `Viewer.require_whole` or `require_all` inside.
 
 A human ranking may override test verdicts (`FinalRanking.verdicts`): it then
 ranks the trajectories that pass after the correction, and the group's
@@ -35,7 +39,7 @@ from django.db.models.functions import RowNumber
 
 from grading.rankings import ranks_from_tiers
 from webapp.models import Annotation, AnnotationPolicy, Batch, Grading, GradingRun, Group
-from webapp.roles import ANNOTATOR, RESEARCHER, has_role
+from webapp.roles import ANNOTATOR, AUDITOR, RESEARCHER, has_role
 
 CHUNK = 5000  # ids per query, for queries that bind each: SQLite caps the number of bound parameters
 
@@ -143,10 +147,18 @@ def _json(text: str | None):
     return None if text is None else json.loads(text)
 
 
-def chain_heads(group_pks: Iterable[int], *, user=None) -> list[Annotation]:
-    """The latest row of each group's final chain and, with `user`, of that user's own
-    (independent) chain: one query, whatever the length of the history."""
+def chain_heads(group_pks: Iterable[int], *, viewer: Viewer) -> list[Annotation]:
+    """The latest row of each group's final chain, of the groups in `group_pks` whose other
+    people's rankings `viewer` may see (k-way overlap hides them until the viewer ranks the
+    group); one query, whatever the length of the history."""
     pks = list(dict.fromkeys(group_pks))
+    hidden = viewer.hidden_groups(pks)
+    return _chain_heads([pk for pk in pks if not hidden.get(pk, NOTHING_HIDDEN).others])
+
+
+def _chain_heads(pks: list[int], *, user=None) -> list[Annotation]:
+    """`chain_heads` without the rule and, with `user`, the head of that user's own
+    (independent) chain too: for the reads here that apply the rule themselves."""
     chains = Q(independent=False) | Q(independent=True, user=user) if user is not None else Q(independent=False)
     out = []
     for start in range(0, len(pks), CHUNK):
@@ -189,7 +201,7 @@ def final_rankings(group_pks: Iterable[int], *, viewer: Viewer, lean: bool = Fal
     pks = list(dict.fromkeys(group_pks))
     hidden = viewer.hidden_groups(pks)
     graders = _grader_rankings(pks, lean=lean)
-    heads = {head.group_id: head for head in chain_heads(pks)}
+    heads = {head.group_id: head for head in _chain_heads(pks)}
     out = {}
     for pk in pks:
         final = shown(decide(graders.get(pk), heads.get(pk)), hidden.get(pk, NOTHING_HIDDEN))
@@ -260,11 +272,18 @@ class Viewer:
         """What is hidden from this viewer on a group of `batch` they have (`ranked`) or have not
         ranked: an annotator who is not a researcher sees neither the grader (blind review) nor
         other people's rankings (k-way overlap) until they rank the group."""
-        if self.user is None:
+        if ranked or not self._may_be_blind:
             return NOTHING_HIDDEN
         policy = self.policy(batch)
-        blind_to = not ranked and has_role(self.user, ANNOTATOR) and not has_role(self.user, RESEARCHER)
-        return Hidden(grader=blind_to and policy.blind, others=blind_to and policy.independent)
+        return Hidden(grader=policy.blind, others=policy.independent)
+
+    @property
+    def _may_be_blind(self) -> bool:
+        """Whether the rule can hide anything from this viewer on some batch: from an annotator
+        who is neither a researcher nor an auditor (both always see the grader: docs/annotation.md).
+        The roles are read once per user, so a reader the rule never hides from reads no policy."""
+        return (self.user is not None and has_role(self.user, ANNOTATOR)
+                and not has_role(self.user, RESEARCHER) and not has_role(self.user, AUDITOR))
 
     def on_listing(self, batch) -> Hidden:
         """What is hidden on a listing of `batch`'s groups or on figures over all of them. A
@@ -282,7 +301,7 @@ class Viewer:
     def require_all(self, batches: QuerySet[Batch]) -> None:
         """`require_whole` for every batch of `batches`, reading only those whose policy can
         hide anything: a run of a thousand steps is not a thousand policies."""
-        if self.user is None:
+        if not self._may_be_blind:
             return
         for batch in (batches.filter(AnnotationPolicy.may_hide("annotation_policy__"))
                       .select_related("annotation_policy").defer("sources", "advantage_config")):
@@ -290,7 +309,7 @@ class Viewer:
 
     def hidden_groups(self, group_pks: list[int]) -> dict[int, Hidden]:
         """What is hidden on each of `group_pks` that hides anything, by group pk."""
-        if self.user is None or not group_pks:
+        if not self._may_be_blind or not group_pks:
             return {}
         out = {}
         by_batch: dict[int, list[int]] = {}
@@ -343,7 +362,7 @@ def visible_ranking(viewer: Viewer, group: Group, *, ranked: bool | None = None)
     ranking of `group` (the group page's query already knows); looked up when None."""
     hidden = viewer.hidden(group.batch, ranked=_ranked(viewer, group) if ranked is None else ranked)
     grader = _grader_rankings([group.pk]).get(group.pk)
-    heads = chain_heads([group.pk], user=viewer.user)
+    heads = _chain_heads([group.pk], user=viewer.user)
     final_head = next((h for h in heads if not h.independent), None)
     own_head = next((h for h in heads if h.independent), None)
     return VisibleRanking(

@@ -29,9 +29,10 @@ or acceptance saved, a queue lease taken or released.
 Flag lists are stored as ",a,b," text, so `__contains=",edits_tests,"` filters
 them exactly on SQLite and PostgreSQL alike.
 
-Who may see which column is `triage_columns`: it asks the viewer (webapp.rankings),
-where the blind-review and k-way overlap rule lives; the listing's selector blanks
-the rest (`blank_hidden`) before a template sees a row.
+The summary is a stored copy of the grader's verdict and of people's rankings, so it is
+read as the viewer may see it, through `visible_triage`: it asks the viewer (webapp.rankings),
+where the blind-review and k-way overlap rule lives, which columns they may see, filter and
+sort by, and blanks the others on a listing's rows before a selector or template sees them.
 """
 
 from __future__ import annotations
@@ -74,24 +75,32 @@ COLUMN_FIELDS = {
 }
 
 
-def triage_columns(viewer: Viewer, batch) -> frozenset[str]:
-    """The triage columns `viewer` may see, filter and sort by on `batch`'s page."""
+@dataclass(frozen=True)
+class VisibleTriage:
+    """A batch's triage summary as one viewer may read it (`visible_triage`)."""
+
+    columns: frozenset[str]  # the triage columns the viewer may see, filter and sort by
+
+    def rows(self, groups: list[Group]) -> list[Group]:
+        """`groups` (Group rows of the batch's listing) with the fields of every other column
+        overwritten: what a template cannot read, it cannot show."""
+        blanks = {name: value for column in COLUMNS - self.columns for name, value in COLUMN_FIELDS[column].items()}
+        for group in groups:
+            for name, value in blanks.items():
+                setattr(group, name, value)
+        return groups
+
+
+def visible_triage(batch, *, viewer: Viewer) -> VisibleTriage:
+    """The triage columns of `batch`'s listing as `viewer` may read them: the rule hides them for
+    the whole listing (`Viewer.on_listing`)."""
     hidden_from = viewer.on_listing(batch)
     hidden = set()
     if hidden_from.grader:
         hidden |= GRADER_COLUMNS | BOTH_COLUMNS
     if hidden_from.others:
         hidden |= OTHERS_COLUMNS | BOTH_COLUMNS
-    return COLUMNS - hidden
-
-
-def blank_hidden(groups, columns: frozenset[str]) -> None:
-    """Overwrite, on each of `groups` (Group rows of one listing), the fields of the triage
-    columns not in `columns`: what a template cannot read, it cannot show."""
-    blanks = {name: value for column in COLUMNS - columns for name, value in COLUMN_FIELDS[column].items()}
-    for group in groups:
-        for name, value in blanks.items():
-            setattr(group, name, value)
+    return VisibleTriage(columns=COLUMNS - hidden)
 
 
 def flag_text(names: Iterable[str]) -> str:
@@ -202,7 +211,7 @@ def _sizes(pks: list[int], graders: dict) -> dict[int, tuple[int | None, Sizes]]
 
 
 def _refresh(pks: list[int], sizes: bool) -> None:
-    graders = grader_rankings(pks, viewer=UNRESTRICTED)  # stored; the listing hides it (triage_columns)
+    graders = grader_rankings(pks, viewer=UNRESTRICTED)  # stored; read through visible_triage
     latest: dict[tuple[int, int], tuple] = {}
     rows = (Annotation.objects.filter(group_id__in=pks, kind=Annotation.Kind.RANKING).order_by("version")
             .values_list("group_id", "user_id", "tiers", "flags"))

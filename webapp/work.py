@@ -18,7 +18,13 @@ patterns, each written once here:
   the messages of queued rows that have none: unsent (the broker was down), forgotten (a Redis
   that restarted or was flushed since the kind's last sweep: every queued row's, however full
   its queues are again), lost otherwise (taken by a worker that died before claiming: their
-  queue holds no message LOST_AFTER_S after they were due), or overdue.
+  queue holds no message LOST_AFTER_S after they were due), or overdue. A row may wait for
+  other work (`waits`: a grading for its group's execution evidence): while it does it is not
+  due, so nothing sends it (`send_claimed`), claims it (`claim`) or sweeps it; the work it waits
+  for sends it as that ends, and should that message be lost, the sweep sends it once it waits
+  no more, as any other unsent row. An attempt that ends without a result, whatever ended it
+  (its worker lost, its time up, an error worth another try), ends by `attempt_lost`: queued
+  again, failed out of attempts, or cancelled with its work.
 
 - **Derived data** (a `Derived` kind: the render store, the search index, the audit
   dashboard's figures, a batch's figures for its run page and for its grading panel). Each is
@@ -201,6 +207,8 @@ class Claimed:
     on_lost: Callable[[int, str], None] | None = None
     limit_field: str | None = None  # a per-row attempt limit; None: MAX_ATTEMPTS
     reset: dict = field(default_factory=dict)  # fields a row queued again starts from
+    # Rows matching this wait for other work, which sends them as it ends: not due meanwhile.
+    waits: Q | None = None
 
 
 def chunked_ids(name: str, kind: str) -> Callable[[list[int]], list[dict]]:
@@ -216,9 +224,26 @@ def lease_expiry(work: Claimed, now: datetime | None = None) -> datetime:
     return (now or timezone.now()) + timedelta(seconds=setting(work.kind, "LEASE"))
 
 
+def waiting(work: Claimed, pks: Sequence[int]) -> set[int]:
+    """Those of `pks` that wait for other work (`Claimed.waits`)."""
+    if work.waits is None:
+        return set()
+    pks = list(pks)
+    return {pk for start in range(0, len(pks), MARK_CHUNK)
+            for pk in work.model.objects.filter(work.waits, pk__in=pks[start:start + MARK_CHUNK])
+            .values_list("pk", flat=True)}
+
+
+def due(work: Claimed, rows: QuerySet) -> QuerySet:
+    """Those of `rows` that wait for nothing."""
+    return rows if work.waits is None else rows.exclude(work.waits)
+
+
 def claim(work: Claimed, pks: Sequence[int], token: str, now: datetime, **fields) -> int:
-    """Claim the queued ones among `pks` under `token` (with `fields` set too); how many."""
-    return work.model.objects.filter(pk__in=list(pks), status=QUEUED).update(
+    """Claim the queued ones among `pks` that wait for nothing under `token` (with `fields` set
+    too); how many. Those that wait stay queued: what they wait for sends them once it ends."""
+    held = waiting(work, pks)
+    return work.model.objects.filter(pk__in=[pk for pk in pks if pk not in held], status=QUEUED).update(
         status=RUNNING, claim_token=token, claimed_at=now, lease_expires_at=lease_expiry(work, now),
         attempts=F("attempts") + 1, **fields)
 
@@ -261,17 +286,21 @@ def enqueue(work: Claimed, pks: list[int], queue: str, *, countdown: float | Non
 
 
 def send_claimed(work: Claimed, rows: Iterable[tuple[int, str]], *, countdown: float | None = None) -> int:
-    """Send the messages of `rows`, (pk, queue) pairs, and mark the queued ones sent; how many.
-    BrokerUnavailable if the broker refuses: those not sent stay unsent, for the sweep."""
+    """Send the messages of `rows`, (pk, queue) pairs, but of those that wait (`Claimed.waits`,
+    read now: what they wait for sends them as it ends), and mark the queued ones sent; how
+    many. BrokerUnavailable if the broker refuses: those not sent stay unsent, for the sweep."""
+    rows = list(rows)
+    held = waiting(work, [pk for pk, _ in rows])
     by_queue: dict[str, list[int]] = defaultdict(list)
     for pk, queue in rows:
-        by_queue[queue].append(pk)
-    due = timezone.now() + timedelta(seconds=countdown or 0)
+        if pk not in held:
+            by_queue[queue].append(pk)
+    sent_at = timezone.now() + timedelta(seconds=countdown or 0)
     for queue, pks in by_queue.items():
         pks.sort()
         enqueue(work, pks, queue, countdown=countdown)
         for start in range(0, len(pks), MARK_CHUNK):
-            work.model.objects.filter(pk__in=pks[start:start + MARK_CHUNK], status=QUEUED).update(sent_at=due)
+            work.model.objects.filter(pk__in=pks[start:start + MARK_CHUNK], status=QUEUED).update(sent_at=sent_at)
     return sum(len(pks) for pks in by_queue.values())
 
 
@@ -289,10 +318,13 @@ def queued_rows(work: Claimed, found: QuerySet) -> list[tuple[int, str]]:
     return list(found.values_list("pk", work.queue_lookup))
 
 
-def attempt_lost(work: Claimed, pk: int, token: str, why: str, now: datetime) -> str:
-    """End the attempt of the row claimed under `token`, which ended without a result (`why`):
-    fail it once it made its attempts, cancel it if its work was cancelled, else queue it again,
-    unsent (the caller or the sweep sends it). Its new status; "" if the claim had moved on."""
+def attempt_lost(work: Claimed, pk: int, token: str, why: str, now: datetime, *,
+                 spent: dict | None = None) -> str:
+    """End the attempt of the row claimed under `token`, which ended without a result (`why`:
+    "lost its worker", "failed: <the error>"): fail it once it made its attempts, with the
+    fields of what the attempt `spent` (a grading's usage), cancel it if its work was cancelled,
+    else queue it again, unsent (the caller or the sweep sends it). Its new status; "" if the
+    claim had moved on."""
     mine = work.model.objects.filter(pk=pk, status=RUNNING, claim_token=token)
     attempts, limit = mine.values_list("attempts", work.limit_field or "attempts").first() or (None, None)
     if attempts is None:
@@ -300,7 +332,8 @@ def attempt_lost(work: Claimed, pk: int, token: str, why: str, now: datetime) ->
     limit = limit if work.limit_field else setting(work.kind, "MAX_ATTEMPTS")
     ended = {"finished_at": now, "lease_expires_at": None}
     if attempts >= limit:
-        done = mine.update(status=FAILED, error=f"gave up after {attempts} attempts: the last one {why}", **ended)
+        done = mine.update(status=FAILED, error=f"gave up after {attempts} attempts: the last one {why}", **ended,
+                           **(spent or {}))
         return FAILED if done else ""
     if work.cancelled is not None and mine.filter(work.cancelled).update(
             status=CANCELLED, error=f"{work.cancelled_why} and its attempt {attempts} {why}", **ended):
@@ -323,9 +356,10 @@ class Sweep:
 
 def sweep(work: Claimed, *, resend_after: float | None = None) -> Sweep:
     """Queue again the running rows whose lease ran out (fail those out of attempts), then send
-    the messages of queued rows that have none: unsent ones; every one sent to a Redis broker
-    that has forgotten them since this kind's last sweep (`broker_forgot`); otherwise those
-    whose queue the broker lost, and those sent longer than `resend_after` ago (RESEND_AFTER)."""
+    the messages of queued rows that wait for nothing and have none: unsent ones; every one
+    sent to a Redis broker that has forgotten them since this kind's last sweep
+    (`broker_forgot`); otherwise those whose queue the broker lost, and those sent longer than
+    `resend_after` ago (RESEND_AFTER)."""
     resend_after = setting(work.kind, "RESEND_AFTER") if resend_after is None else resend_after
     now = timezone.now()
     outcomes = defaultdict(int)
@@ -335,7 +369,7 @@ def sweep(work: Claimed, *, resend_after: float | None = None) -> Sweep:
         if work.on_lost is not None:
             work.on_lost(pk, token)
     requeued, failed = outcomes[QUEUED], outcomes[FAILED]
-    queued = work.model.objects.filter(status=QUEUED)
+    queued = due(work, work.model.objects.filter(status=QUEUED))
     unsent = queued_rows(work, queued.filter(sent_at=None))
     try:
         forgot = broker_forgot(work.kind)
@@ -352,10 +386,10 @@ def sweep(work: Claimed, *, resend_after: float | None = None) -> Sweep:
         if forgot:
             broker_swept(forgot)
     except BrokerUnavailable as error:
-        waiting = queued.filter(sent_at=None).count()
+        unsent_left = queued.filter(sent_at=None).count()
         log.warning("%s sweep: %d requeued, %d failed; %d wait to be sent: %s", work.kind, requeued, failed,
-                    waiting, error)
-        return Sweep(requeued=requeued, failed=failed, sent=0, broker_error=str(error), unsent=waiting)
+                    unsent_left, error)
+        return Sweep(requeued=requeued, failed=failed, sent=0, broker_error=str(error), unsent=unsent_left)
     if forgot and resend:
         log.warning("%s sweep: the broker forgot its messages (a Redis restarted or flushed since the last "
                     "sweep): %d queued rows sent again", work.kind, len(resend))

@@ -2,13 +2,20 @@
 
 import json
 
+import numpy as np
 import pytest
 from django.core.management import call_command
 
 from tests.webapp.annotationdata import group_rows
-from webapp.advantages.chunks import advantage_histogram
+from webapp.advantages.chunks import (
+    AdvantageChunk,
+    AdvantageHistogram,
+    TrajectoryColumns,
+    advantage_chunk,
+    advantage_histogram,
+)
 from webapp.advantages.config import DEFAULT_CONFIG, parse_advantage_config
-from webapp.advantages.selectors import advantage_rows, trajectory_columns
+from webapp.advantages.selectors import advantage_chunks, advantage_rows, trajectory_columns
 from webapp.advantages.services import advantage_config_update
 from webapp.grading.services import grading_launch
 from webapp.grading.worker import gradings_process
@@ -125,13 +132,47 @@ def test_a_config_is_stored_as_json_with_every_field(graded):
     assert parse_advantage_config(graded.advantage_config) == config
 
 
-def test_the_histogram_counts_mixed_trajectories_before_and_after(graded):
-    rows = advantage_rows(graded, viewer=UNRESTRICTED)
-    histogram = advantage_histogram(rows, bins=8)
+def histogram_of_rows(rows: list[dict], *, bins: int) -> AdvantageHistogram:
+    """The histogram as it was made from a dict per trajectory: the reference the columns match."""
     mixed = [r for r in rows if r["label"] == "mixed"]
+    if not mixed:
+        return AdvantageHistogram(edges=[], before=[], after=[], n=0)
+    before = np.array([r["grpo_advantage"] for r in mixed])
+    after = np.array([r["advantage"] for r in mixed])
+    low, high = float(min(before.min(), after.min())), float(max(before.max(), after.max()))
+    if high - low < 1e-9:
+        low, high = low - 0.5, high + 0.5
+    edges = np.linspace(low, high, bins + 1)
+    return AdvantageHistogram(edges=edges.tolist(), before=np.histogram(before, edges)[0].tolist(),
+                              after=np.histogram(after, edges)[0].tolist(), n=len(mixed))
+
+
+def test_the_histogram_counts_mixed_trajectories_before_and_after(graded):
+    histogram = advantage_histogram(advantage_chunks(graded, viewer=UNRESTRICTED), bins=8)
+    mixed = [r for r in advantage_rows(graded, viewer=UNRESTRICTED) if r["label"] == "mixed"]
     assert sum(histogram.before) == sum(histogram.after) == histogram.n == len(mixed)
     assert len(histogram.edges) == 9
     assert histogram.before != histogram.after
+
+
+@pytest.mark.parametrize("chunk_groups", [1, 2, 1000])
+def test_the_histogram_of_columns_is_the_one_of_rows(graded, settings, chunk_groups):
+    settings.GAGAR_EXPORT_CHUNK_GROUPS = chunk_groups
+    chunks = list(advantage_chunks(graded, viewer=UNRESTRICTED))
+    rows = [row for chunk in chunks for row in chunk.rows()]
+    for bins in (8, 16):
+        assert advantage_histogram(chunks, bins=bins) == histogram_of_rows(rows, bins=bins)
+        assert advantage_histogram([AdvantageChunk.concatenated(chunks)], bins=bins) == histogram_of_rows(
+            rows, bins=bins)
+
+
+def test_the_histogram_of_no_mixed_group_is_empty():
+    all_pass = TrajectoryColumns.of([(1, "a", 1.0, True), (1, "b", 1.0, True), (2, "c", 0.0, False),
+                                     (2, "d", 0.0, False)])
+    chunk = advantage_chunk(all_pass, {1: "g1", 2: "g2"}, DEFAULT_CONFIG, {})
+    assert chunk.label == ["all_pass", "all_fail"]
+    empty = AdvantageHistogram(edges=[], before=[], after=[], n=0)
+    assert advantage_histogram([chunk]) == advantage_histogram([]) == histogram_of_rows(chunk.rows(), bins=16) == empty
 
 
 def test_the_advantages_command_reports_grader_rankings(graded, capsys):

@@ -11,6 +11,7 @@ from webapp.audit import figures
 from webapp.audit.refresh import request
 from webapp.grading.services import grading_launch
 from webapp.models import AuditFigures, Grading
+from webapp.rankings import UNRESTRICTED
 from webapp.roles import ANNOTATOR
 from webapp.work import AUDIT_FIGURES, sweep_derived
 
@@ -37,10 +38,11 @@ def test_a_grading_runs_completion_leads_to_fresh_figures(tmp_path, filesystem_b
         save(group, annotator, [[t] for t in group.trajectories.filter(passed=True).order_by("-trajectory_id")
                                 .values_list("trajectory_id", flat=True)])
     versions = figures.grader_versions(batch)
-    shown = figures.dashboard(batch, versions, all_versions=versions)  # the first view queues every part
+    # the first view queues every part
+    shown = figures.dashboard(batch, versions, all_versions=versions, viewer=UNRESTRICTED)
     assert shown.computing and not shown.versions
     wait_until(settled, timeout=30, message=str(list(AuditFigures.objects.values_list("key", "requested_at"))))
-    shown = figures.dashboard(batch, versions, all_versions=versions)
+    shown = figures.dashboard(batch, versions, all_versions=versions, viewer=UNRESTRICTED)
     assert shown.computing == [] and shown.updating is None and shown.versions[0].ranking.graded == 6
     computed_at = dict(AuditFigures.objects.values_list("key", "computed_at"))
 
@@ -49,7 +51,7 @@ def test_a_grading_runs_completion_leads_to_fresh_figures(tmp_path, filesystem_b
     wait_until(lambda: settled() and all(AuditFigures.objects.get(key=key).computed_at > at
                                          for key, at in computed_at.items() if ":gradings:" in key),
                timeout=30, message="the worker's recompute after the run")
-    shown = figures.dashboard(batch, versions, all_versions=versions)
+    shown = figures.dashboard(batch, versions, all_versions=versions, viewer=UNRESTRICTED)
     assert shown.updating is None and shown.computing == []
     assert shown.versions[0].ranking.failure.n == 12  # both runs' gradings counted
     assert shown.versions[0].ranking == figures.ranking_figures(batch, [versions[0].version])[versions[0].version]

@@ -14,6 +14,7 @@ from webapp.audit import figures, refresh
 from webapp.grading.services import grading_launch
 from webapp.grading.worker import gradings_process
 from webapp.models import AuditFigures, Grading
+from webapp.rankings import UNRESTRICTED
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -46,14 +47,15 @@ def test_a_task_out_of_memory_fails_alone_and_the_worker_takes_the_next(tmp_path
         gradings_process(grading_ids=list(grading_launch(batch=graded, grader="heuristic").run.gradings
                                           .values_list("pk", flat=True)))
     for batch in (graded, small):  # the first views queue the figures: the huge batch's run out of memory
-        figures.dashboard(batch, figures.grader_versions(batch), all_versions=figures.grader_versions(batch))
+        figures.dashboard(batch, figures.grader_versions(batch), all_versions=figures.grader_versions(batch),
+                          viewer=UNRESTRICTED)
     wait_until(lambda: not AuditFigures.objects.exclude(requested_at=None).exists(), timeout=30, every=0.5,
                message=f"the figures' recompute:\n{worker.output()}")
     version = figures.grader_versions(graded)[0].version
     failed = AuditFigures.objects.get(key=refresh.part_key("gradings", graded.pk, version))
     assert refresh.failure(failed.payload).startswith(f"MemoryError: {TOO_BIG}")
-    assert figures.dashboard(small, figures.grader_versions(small),
-                             all_versions=figures.grader_versions(small)).versions[0].ranking.graded == 3
+    assert figures.dashboard(small, figures.grader_versions(small), all_versions=figures.grader_versions(small),
+                             viewer=UNRESTRICTED).versions[0].ranking.graded == 3
 
     again = make_batch(tmp_path, "after", 2)  # the same worker still takes new work
     run = grading_launch(batch=again, grader="heuristic").run

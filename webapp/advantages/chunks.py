@@ -1,10 +1,10 @@
 """The advantages of whole groups, computed from their trajectories, rankings and config
 with no database: `advantage_chunk` gives them as columns (`AdvantageChunk`), and its
-rows are the table's rows (ROW_FIELDS); `advantage_histogram` sums them up for the
-grading panel and a run's figures."""
+rows are the table's rows (ROW_FIELDS), made only at the edge that needs a dict per
+trajectory; `advantage_histogram` sums the chunks' columns up for the grading panel."""
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -276,21 +276,28 @@ class AdvantageHistogram:
     n: int
 
 
-def advantage_histogram(rows: list[dict], *, bins: int = 16) -> AdvantageHistogram:
-    """Distribution of the advantages of the mixed groups' trajectories (`rows` of ROW_FIELDS),
-    before and after redistribution (the other groups' advantages are all zero)."""
-    mixed = [r for r in rows if r["label"] == "mixed"]
-    if not mixed:
+def advantage_histogram(chunks: Iterable[AdvantageChunk], *, bins: int = 16) -> AdvantageHistogram:
+    """Distribution of the advantages of the mixed groups' trajectories of `chunks`, before
+    (`grpo_advantage`) and after (`advantage`) redistribution; the other groups' advantages are
+    all zero. Reads the chunks one at a time and keeps only those two columns of their mixed
+    trajectories, so a batch's chunks can stream through it."""
+    before, after = [], []
+    for chunk in chunks:
+        mixed = np.asarray([label == "mixed" for label in chunk.label], dtype=bool)[chunk.group_index]
+        before.append(chunk.grpo_advantage[mixed])
+        after.append(chunk.advantage[mixed])
+    before_all = np.concatenate(before) if before else np.zeros(0)
+    after_all = np.concatenate(after) if after else np.zeros(0)
+    if not before_all.size:
         return AdvantageHistogram(edges=[], before=[], after=[], n=0)
-    before = np.array([r["grpo_advantage"] for r in mixed])
-    after = np.array([r["advantage"] for r in mixed])
-    low, high = float(min(before.min(), after.min())), float(max(before.max(), after.max()))
+    low = float(min(before_all.min(), after_all.min()))
+    high = float(max(before_all.max(), after_all.max()))
     if high - low < 1e-9:
         low, high = low - 0.5, high + 0.5
     edges = np.linspace(low, high, bins + 1)
     return AdvantageHistogram(
         edges=edges.tolist(),
-        before=np.histogram(before, edges)[0].tolist(),
-        after=np.histogram(after, edges)[0].tolist(),
-        n=len(mixed),
+        before=np.histogram(before_all, edges)[0].tolist(),
+        after=np.histogram(after_all, edges)[0].tolist(),
+        n=int(before_all.size),
     )

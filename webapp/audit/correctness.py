@@ -17,7 +17,7 @@ from grading.evaluation import RANKINGS_LABEL, CorrectnessResult, LabelledGroup,
 from webapp.audit.ranking import gradings
 from webapp.cases import group_cases
 from webapp.models import Annotation, AuditVerdict, Batch, Grading
-from webapp.rankings import chain_heads
+from webapp.rankings import UNRESTRICTED, chain_heads
 
 GRADER = "grader"  # the version's own ranking among the results (the baselines follow it)
 VERDICTS = "lucky passes marked (not truly passing)"
@@ -75,7 +75,9 @@ def labelled_groups(batch: Batch | None) -> dict[int, LabelledGroup]:
         corrections = corrections.filter(item__group__batch=batch)
     marks: dict[int, set[str]] = {}
     reviewed: set[int] = set()
-    for head in chain_heads(final.order_by().values_list("group_id", flat=True).distinct()):
+    # Read by the dashboard figures' writer and by `evaluate_grader`: both see every ranking.
+    for head in chain_heads(final.order_by().values_list("group_id", flat=True).distinct(),
+                            viewer=UNRESTRICTED):
         if head.tiers is not None:
             reviewed.add(head.group_id)
             marks.setdefault(head.group_id, set()).update(_marked(head.verdicts))

@@ -42,7 +42,9 @@ as it is, marked "updating", while a worker recomputes it
 request; `progress` says where the others stand, for the page to show them once they are
 ready. `ranking_figures`, `correctness_figures`, `verdict_figures`, `annotator_concordance`
 and `gold_drift` (the report, the worker) return current figures, computing and storing the
-stale parts.
+stale parts. The figures carry the grader's rankings and people's, over every group of the
+selection: `dashboard` and `progress` take the viewer and show them only to one who may see
+every ranking there (`require_selection`), as the report does.
 webapp.audit.ranking and webapp.audit.correctness compute them.
 """
 
@@ -54,7 +56,7 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import Count, Min, OuterRef, Subquery
+from django.db.models import Count, Max, Min, OuterRef, Subquery
 
 from grading.agreement import AgreementSummary, Estimate
 from grading.rates import Rate, wilson
@@ -70,7 +72,9 @@ from webapp.audit.ranking import (
     agreements,
     grading_figures,
 )
+from webapp.grading.selectors import grading_watermarks
 from webapp.models import Annotation, AuditVerdict, Batch, GoldGroup, Grading, GradingRun, Trajectory
+from webapp.rankings import Viewer
 
 DONE = Grading.Status.DONE
 MEASURES = (("kendall_tau", "Kendall tau-b"), ("pairwise_accuracy", "pairwise accuracy"), ("top1", "top-1"),
@@ -189,13 +193,21 @@ def grader_versions(batch: Batch | None) -> list[Version]:
     return [Version(version, grader, first) for version, grader, first in rows]
 
 
-def dashboard(batch: Batch | None, versions: list[Version], *, all_versions: list[Version]) -> Dashboard:
+def require_selection(batch: Batch | None, *, viewer: Viewer) -> None:
+    """RankingsHidden unless `viewer` may see every ranking of `batch` (None: of every batch)."""
+    viewer.require_all(Batch.objects.all() if batch is None else Batch.objects.filter(pk=batch.pk))
+
+
+def dashboard(batch: Batch | None, versions: list[Version], *, all_versions: list[Version],
+              viewer: Viewer) -> Dashboard:
     """The stored figures of the selected `versions` over `batch` (None: every batch), and the
     annotators' concordance and the gold set's drift over `all_versions` (the batch's, in time
     order), without computing the costly ones: a stale part is shown and `updating` says since
     when, a part never computed is not (`computing`); both are queued for the worker. A part
     whose recompute failed on the data as it is now is not queued again: `failed` says why.
-    The verdict rates, cheap, are brought up to date here."""
+    The verdict rates, cheap, are brought up to date here. RankingsHidden unless `viewer` may
+    see every ranking of the selection."""
+    require_selection(batch, viewer=viewer)
     names = [v.version for v in versions]
     marks = watermarks(batch)  # read once for every part
     found, shown, progress = _stored(batch, versions, all_versions, marks,
@@ -213,9 +225,11 @@ def dashboard(batch: Batch | None, versions: list[Version], *, all_versions: lis
         updating=progress.updating, computing=progress.computing, failed=progress.failed)
 
 
-def progress(batch: Batch | None, versions: list[Version], *, all_versions: list[Version]) -> Progress:
+def progress(batch: Batch | None, versions: list[Version], *, all_versions: list[Version],
+             viewer: Viewer) -> Progress:
     """Where the parts `dashboard` shows stand, without reading their figures; queues those
-    stale or missing as it does."""
+    stale or missing as it does. RankingsHidden as `dashboard`."""
+    require_selection(batch, viewer=viewer)
     return _stored(batch, versions, all_versions, watermarks(batch))[2]
 
 
@@ -354,25 +368,22 @@ def _ranking(version: str, agreement: AgreementSummary, graded: GradingFigures) 
 
 
 def watermarks(batch: Batch | None) -> Watermarks:
-    """In one query: per version, its gradings' latest finish and count; and the rest."""
+    """Per version, its gradings' latest finish and count (grading's selector); the latest
+    annotation and trajectory; the gold set's and the verdicts' counts and latest changes."""
+    gradings = grading_watermarks(batch)
+    if not gradings:  # nothing graded: no version, no figure to key
+        return Watermarks({}, "", "", (), ())
     quote = connection.ops.quote_name
-    grading, run = quote(Grading._meta.db_table), quote(GradingRun._meta.db_table)
     gold, verdict = quote(GoldGroup._meta.db_table), quote(AuditVerdict._meta.db_table)
-    where, params = ("WHERE r.batch_id = %s", [batch.pk]) if batch is not None else ("", [])
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT r.grader_version, MAX(g.finished_at), COUNT(*), "
-            f"(SELECT MAX(id) FROM {quote(Annotation._meta.db_table)}), "
-            f"(SELECT MAX(id) FROM {quote(Trajectory._meta.db_table)}), "
+            f"SELECT (SELECT MAX(id) FROM {quote(Trajectory._meta.db_table)}), "
             f"(SELECT COUNT(*) FROM {gold}), (SELECT MAX(marked_at) FROM {gold}), "
-            f"(SELECT COUNT(*) FROM {verdict}), (SELECT MAX(updated_at) FROM {verdict}) "
-            f"FROM {grading} g JOIN {run} r ON g.run_id = r.id {where} GROUP BY r.grader_version", params)
-        rows = cursor.fetchall()
-    if not rows:  # nothing graded: no version, no figure to key
-        return Watermarks({}, "", "", (), ())
-    rest = [str(value) for value in rows[0][3:]]
-    return Watermarks(gradings={version: (str(latest), n) for version, latest, n, *_ in rows},
-                      annotations=rest[0], trajectories=rest[1], gold=tuple(rest[2:4]), verdicts=tuple(rest[4:6]))
+            f"(SELECT COUNT(*) FROM {verdict}), (SELECT MAX(updated_at) FROM {verdict})")
+        rest = [str(value) for value in cursor.fetchone()]
+    annotations = str(Annotation.objects.aggregate(latest=Max("id"))["latest"])
+    return Watermarks(gradings=gradings, annotations=annotations, trajectories=rest[0], gold=tuple(rest[1:3]),
+                      verdicts=tuple(rest[3:5]))
 
 
 # --- verdicts and the gold set -------------------------------------------------------------

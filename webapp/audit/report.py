@@ -31,13 +31,13 @@ from django.utils.text import slugify
 from grading.agreement import Estimate, summarise
 from grading.audit_report import build_report
 from grading.rates import wilson
-from webapp.audit.figures import ranking_figures, verdict_figures
+from webapp.audit.figures import ranking_figures, require_selection, verdict_figures
 from webapp.audit.forms import FEATURE_LABELS
 from webapp.audit.ranking import COVARIATES
 from webapp.audit.sampling import stratum_rows
 from webapp.audit.selectors import next_item
 from webapp.models import AuditSet, AuditVerdict
-from webapp.rankings import chain_heads, human_ranking
+from webapp.rankings import Viewer, chain_heads, human_ranking
 from webapp.roles import RESEARCHER, has_role
 
 AGREEMENT = ("kendall_tau", "pairwise_accuracy", "top1", "spearman")
@@ -74,8 +74,11 @@ def report_filename(audit_set: AuditSet) -> str:
     return f"audit-report-{audit_set.pk}{'-' + slug if slug else ''}.json"
 
 
-def set_report(audit_set: AuditSet, *, as_of: str | None = None) -> SetReport:
-    """The report of `audit_set` as it stands; `as_of` (a time, as text) is written as given."""
+def set_report(audit_set: AuditSet, *, viewer: Viewer, as_of: str | None = None) -> SetReport:
+    """The report of `audit_set` as it stands; `as_of` (a time, as text) is written as given.
+    It is over every ranking of the set's batch (of every batch for a set over a grader version,
+    as its versions' figures): RankingsHidden unless `viewer` may see them all."""
+    require_selection(audit_set.batch, viewer=viewer)
     items = list(audit_set.items.values_list("pk", "position", "group_id", "group__group_id", "group__batch__name",
                                              "grading__tiers", "grading__grader_version"))
     spans_batches = audit_set.batch_id is None
@@ -96,7 +99,7 @@ def set_report(audit_set: AuditSet, *, as_of: str | None = None) -> SetReport:
         verdicts[key] = verdict
         categories[key] = marked
 
-    humans = {head.group_id: human_ranking(head) for head in chain_heads(audited)}
+    humans = {head.group_id: human_ranking(head) for head in chain_heads(audited, viewer=viewer)}
     # In group order, as the dashboard's figures: the same groups give the same bootstrap draws.
     pairs = [(humans[group].tiers, tuple(tuple(tier) for tier in audited[group]))
              for group in sorted(audited) if humans.get(group) is not None]
@@ -233,9 +236,9 @@ def page_context(audit_set: AuditSet, report: SetReport) -> dict:
             "feature_labels": FEATURE_LABELS}
 
 
-def report_file_html(audit_set: AuditSet, *, as_of: str | None = None) -> str:
+def report_file_html(audit_set: AuditSet, *, viewer: Viewer, as_of: str | None = None) -> str:
     """The report as one HTML file that reads away from the site: the page's body with its styles inline."""
     styles = "\n".join(open(finders.find(name), encoding="utf-8").read() for name in FILE_STYLES)
     # Our own stylesheets, not user input: kept as they are inside <style>.
-    context = page_context(audit_set, set_report(audit_set, as_of=as_of)) | {"styles": mark_safe(styles)}
+    context = page_context(audit_set, set_report(audit_set, viewer=viewer, as_of=as_of)) | {"styles": mark_safe(styles)}
     return render_to_string("audit/report_file.html", context)

@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404
 
 from grading.rankings import tier_lines
 from webapp.models import Annotation, AuditItem, AuditSet, AuditVerdict, Batch, GoldGroup, Grading, Group
-from webapp.rankings import FinalRanking, chain_heads
+from webapp.rankings import FinalRanking, Viewer, chain_heads
 from webapp.roles import AUDIT_ROLES, has_role
 
 
@@ -113,10 +113,10 @@ def corrected_ranking(item: AuditItem, user) -> Annotation | None:
 # --- the gold set -----------------------------------------------------------------------
 
 
-def verified_ranking(group: Group) -> Annotation | None:
-    """The human ranking that is the group's final ranking, if there is one: what marking
-    the group as gold verifies."""
-    head = next((h for h in chain_heads([group.pk]) if not h.independent), None)
+def verified_ranking(group: Group, *, viewer: Viewer) -> Annotation | None:
+    """The human ranking that is the group's final ranking, if there is one and `viewer` may
+    see it: what marking the group as gold verifies."""
+    head = next(iter(chain_heads([group.pk], viewer=viewer)), None)
     return head if head is not None and head.tiers is not None else None
 
 

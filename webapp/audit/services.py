@@ -15,6 +15,7 @@ from webapp.audit import figures, refresh
 from webapp.audit.sampling import Plan
 from webapp.audit.selectors import corrected_ranking, may_audit, verified_ranking
 from webapp.models import AuditItem, AuditSet, AuditVerdict, Batch, GoldGroup, Group
+from webapp.rankings import Viewer
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ def gold_mark(*, group: Group, user) -> GoldGroup:
     verifies the final ranking as it is now."""
     if not may_audit(user):
         raise NotAllowed("only auditors and researchers mark gold groups")
-    ranking = verified_ranking(group)
+    ranking = verified_ranking(group, viewer=Viewer(user))  # one verifies only what one may see
     if ranking is None:
         raise AuditError(f"{group.group_id}: no human ranking to verify; rank the group first")
     row, _ = GoldGroup.objects.update_or_create(

@@ -4,8 +4,9 @@ the gold set (mark a group, list a batch's gold groups, re-grade it), and the da
 grader versions (webapp.audit.figures) with a CSV download of each of its tables, and a
 set's report (webapp.audit.report): a printable page and its JSON download.
 
-Auditors and researchers use these pages; everyone else gets 403. Forms work without
-JavaScript; the auditor's page adds keys (static/js/audit.js).
+Auditors and researchers use these pages; everyone else gets 403, as does a reader from whom
+the visibility rule (webapp.rankings.Viewer) hides rankings that the dashboard or a report is
+over. Forms work without JavaScript; the auditor's page adds keys (static/js/audit.js).
 """
 
 import csv
@@ -22,7 +23,7 @@ from grading.audit_report import report_json
 from webapp.audit import figures, selectors
 from webapp.audit.charts import dashboard_charts
 from webapp.audit.forms import FEATURE_LABELS, AuditSetForm, VerdictForm
-from webapp.audit.report import may_read_report, page_context, report_filename, set_report
+from webapp.audit.report import SetReport, may_read_report, page_context, report_filename, set_report
 from webapp.audit.sampling import SourceError, audit_plan, stratum_rows
 from webapp.audit.services import AuditError, NotAllowed, audit_set_create, gold_mark, gold_unmark, verdict_save
 from webapp.audit.tables import dashboard_tables
@@ -31,6 +32,7 @@ from webapp.grading.services import LaunchError, grading_launch
 from webapp.grouppage import group_for_page, render_group_page
 from webapp.models import AuditSet, AuditVerdict, Batch, GoldGroup, Group
 from webapp.params import query_int
+from webapp.rankings import RankingsHidden, Viewer
 from webapp.roles import AUDIT_ROLES, role_required
 
 audit_required = role_required(*AUDIT_ROLES)
@@ -119,6 +121,7 @@ def audit_verdict(request, pk):
 
 
 def _item_page(request, item, *, form=None, status=200):
+    viewer = Viewer(request.user)
     group = group_for_page(item.group_id, request.user)
     mine = selectors.own_verdict(item, request.user)
     if form is None:
@@ -131,7 +134,7 @@ def _item_page(request, item, *, form=None, status=200):
         "audited_rows": selectors.ranking_rows(audited),
         "others": [v for v in selectors.visible_verdicts(item, request.user) if v.auditor_id != request.user.pk],
         "corrected": selectors.corrected_ranking(item, request.user),
-        "gold": selectors.gold_state(group), "verified": selectors.verified_ranking(group),
+        "gold": selectors.gold_state(group), "verified": selectors.verified_ranking(group, viewer=viewer),
         "previous": previous, "ranking_next": request.path,
         "audit_next_url": reverse("audit_next", args=[item.audit_set_id]) + f"?after={item.position}",
         "category_labels": dict(AuditVerdict.Category.choices),
@@ -141,25 +144,34 @@ def _item_page(request, item, *, form=None, status=200):
 # --- the report ------------------------------------------------------------------------
 
 
-def _readable_set(request, pk) -> AuditSet:
+def _readable_report(request, pk) -> tuple[AuditSet, SetReport]:
     audit_set = get_object_or_404(AuditSet.objects.select_related("batch", "run", "created_by"), pk=pk)
     if not may_read_report(audit_set, request.user):
         raise PermissionDenied("the report shows every auditor's verdicts: judge every item of the set first")
-    return audit_set
+    return audit_set, _shown(set_report, audit_set, viewer=Viewer(request.user))
+
+
+def _shown(read, *args, **kwargs):
+    """`read(*args, **kwargs)`: figures or a report over rankings; 403 saying why if some of
+    them are hidden from the viewer it is given."""
+    try:
+        return read(*args, **kwargs)
+    except RankingsHidden as error:
+        raise PermissionDenied(str(error)) from None
 
 
 @require_safe
 @audit_required
 def audit_report(request, pk):
-    audit_set = _readable_set(request, pk)
-    return render(request, "audit/report.html", page_context(audit_set, set_report(audit_set)))
+    audit_set, report = _readable_report(request, pk)
+    return render(request, "audit/report.html", page_context(audit_set, report))
 
 
 @require_safe
 @audit_required
 def audit_report_json(request, pk):
-    audit_set = _readable_set(request, pk)
-    response = HttpResponse(report_json(set_report(audit_set).data), content_type="application/json")
+    audit_set, report = _readable_report(request, pk)
+    response = HttpResponse(report_json(report.data), content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="{report_filename(audit_set)}"'
     return response
 
@@ -236,7 +248,7 @@ def dashboard(request):
         return render(request, "audit/error.html", {"message": error, "back": reverse("audit_dashboard")},
                       status=400)
     batch, chosen, every = selection
-    figures_ = figures.dashboard(batch, chosen, all_versions=every)
+    figures_ = _shown(figures.dashboard, batch, chosen, all_versions=every, viewer=Viewer(request.user))
     tables = dashboard_tables(figures_)
     charts = dashboard_charts(figures_)
     query = request.GET.urlencode()
@@ -258,7 +270,7 @@ def dashboard_progress(request):
     if selection is None:
         return HttpResponseBadRequest(error, content_type="text/plain; charset=utf-8")
     batch, chosen, every = selection
-    progress = figures.progress(batch, chosen, all_versions=every)
+    progress = _shown(figures.progress, batch, chosen, all_versions=every, viewer=Viewer(request.user))
     if not progress.pending:
         response = HttpResponse("")
         response["HX-Refresh"] = "true"
@@ -273,7 +285,8 @@ def dashboard_csv(request, table):
     if selection is None:
         return HttpResponseBadRequest(error, content_type="text/plain; charset=utf-8")
     batch, chosen, every = selection
-    tables = dashboard_tables(figures.dashboard(batch, chosen, all_versions=every))
+    tables = dashboard_tables(_shown(figures.dashboard, batch, chosen, all_versions=every,
+                                     viewer=Viewer(request.user)))
     if table not in tables:
         raise Http404(f"no table {table!r}")
     response = HttpResponse(content_type="text/csv; charset=utf-8")

@@ -58,7 +58,7 @@ class GroupFilterForm(forms.Form):
     sort = forms.ChoiceField(required=False, choices=[(k, SORT_LABELS[k]) for k in SORTS])
 
     def __init__(self, *args, columns: frozenset[str], **kwargs):
-        """`columns`: the triage columns the user may see (webapp.triage.triage_columns);
+        """`columns`: the triage columns the user may see (webapp.triage.visible_triage);
         a filter or sort by any other is refused, as filtering by hidden data reveals it."""
         super().__init__(*args, **kwargs)
         self.columns = columns

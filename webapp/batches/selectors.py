@@ -23,7 +23,7 @@ from django.db.models import Count, Exists, Max, OuterRef, Q, Subquery, Sum
 from webapp.cases import NAMES_CODEBASE
 from webapp.models import Annotation, Batch, Grading, Group, GroupEvidence, RunStep
 from webapp.rankings import HUMAN_REVIEW_FILTERS, Viewer, review_condition
-from webapp.triage import blank_hidden, flag_names, triage_columns
+from webapp.triage import flag_names, visible_triage
 
 PAGE_SIZE = 50
 COUNT_LIMIT = 1000  # a filtered count stops here ("1000+"): counting 100,000 matches is a scan
@@ -50,7 +50,7 @@ LISTING_FIELDS = ("id", "batch_id", "group_id", "task_id", "repo", "label", "n_t
 TIE_SHOWN = 3  # ids of a longer top tier listed; the rest fold under "+n more" so the table keeps its width
 
 
-# The triage column each triage filter and sort reads (webapp.triage.triage_columns says who sees which).
+# The triage column each triage filter and sort reads (webapp.triage.visible_triage says who sees which).
 FIELD_COLUMNS = {
     "top_flag": "grader_top",
     "conf_min": "grader_confidence",
@@ -243,7 +243,7 @@ def _backward(qs, column: str, descending: bool, cursor, limit: int) -> list:
 @dataclass
 class GroupPage:
     groups: list
-    columns: frozenset[str]  # the triage columns the viewer may see (webapp.triage.triage_columns)
+    columns: frozenset[str]  # the triage columns the viewer may see (webapp.triage.visible_triage)
     total: int
     total_is_lower_bound: bool = False
     next_cursor: str | None = None
@@ -255,8 +255,8 @@ def group_page(batch: Batch, flt: GroupFilter, *, viewer: Viewer, after: str = "
                size: int = PAGE_SIZE) -> GroupPage:
     """One page of `batch`'s groups under `flt`, as `viewer` may see them: the triage columns
     hidden from them neither filter, sort nor show (`GroupPage.columns`)."""
-    columns = triage_columns(viewer, batch)
-    flt = flt.within(columns)
+    triage = visible_triage(batch, viewer=viewer)
+    flt = flt.within(triage.columns)
     column, descending = SORTS.get(flt.sort, SORTS[DEFAULT_SORT])
     base = flt.apply(Group.objects.filter(batch=batch))
     qs = base.only(*LISTING_FIELDS)
@@ -269,7 +269,7 @@ def group_page(batch: Batch, flt: GroupFilter, *, viewer: Viewer, after: str = "
         rows = _forward(qs, column, descending, cursor, size + 1)
         has_prev, has_next = cursor is not None, len(rows) > size
         rows = rows[:size]
-    blank_hidden(rows, columns)
+    rows = triage.rows(rows)
     for g in rows:
         g.top_flag_names = flag_names(g.grader_top_flags)
         # the top pick's flags show beside it: this column lists the others
@@ -279,10 +279,10 @@ def group_page(batch: Batch, flt: GroupFilter, *, viewer: Viewer, after: str = "
         g.shortest_lines = None if None in (g.top_lines, g.lines_over_shortest) else g.top_lines - g.lines_over_shortest
     if flt.is_filtered:
         total = base.order_by()[:COUNT_LIMIT + 1].count()
-        page = GroupPage(groups=rows, columns=columns, total=min(total, COUNT_LIMIT),
+        page = GroupPage(groups=rows, columns=triage.columns, total=min(total, COUNT_LIMIT),
                          total_is_lower_bound=total > COUNT_LIMIT)
     else:
-        page = GroupPage(groups=rows, columns=columns, total=batch.n_groups)
+        page = GroupPage(groups=rows, columns=triage.columns, total=batch.n_groups)
     if rows and has_next:
         page.next_cursor = encode_cursor(getattr(rows[-1], column), rows[-1].pk)
     if rows and has_prev:
@@ -293,7 +293,7 @@ def group_page(batch: Batch, flt: GroupFilter, *, viewer: Viewer, after: str = "
 def neighbours(group: Group, flt: GroupFilter, *, viewer: Viewer) -> tuple[int | None, int | None]:
     """Primary keys of the groups before and after `group` in the batch under `flt`, as
     `viewer` may filter and sort it (`group_page`)."""
-    flt = flt.within(triage_columns(viewer, group.batch))
+    flt = flt.within(visible_triage(group.batch, viewer=viewer).columns)
     column, descending = SORTS.get(flt.sort, SORTS[DEFAULT_SORT])
     base = flt.apply(Group.objects.filter(batch_id=group.batch_id)).only("id", column)
     cursor = (getattr(group, column), group.pk)

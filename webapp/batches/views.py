@@ -20,7 +20,7 @@ from webapp.batches.uploads import (
 from webapp.models import Batch
 from webapp.rankings import Viewer
 from webapp.roles import RESEARCHER, has_role, may_annotate, may_export, reader_required, role_required
-from webapp.triage import COLUMNS, REVIEW_STATES, triage_columns
+from webapp.triage import COLUMNS, REVIEW_STATES, visible_triage
 
 
 def _query(params: dict, **extra) -> str:
@@ -82,7 +82,7 @@ def _import_files(request):
 def batch(request, pk):
     batch = get_object_or_404(Batch.objects.select_related("created_by", "annotation_policy"), pk=pk)
     viewer = Viewer(request.user)
-    form = GroupFilterForm(request.GET, columns=triage_columns(viewer, batch))
+    form = GroupFilterForm(request.GET, columns=visible_triage(batch, viewer=viewer).columns)
     flt = form.to_filter()
     page = selectors.group_page(batch, flt, viewer=viewer, after=request.GET.get("after", ""),
                                 before=request.GET.get("before", ""))

@@ -12,9 +12,11 @@ another group, or this one after its worker was lost, never runs it again.
 
 A pass is claimed work (webapp/work.py, `EVIDENCE`): launched by `evidence_launch` (a
 grading launch calls it), claimed by `evidence_process`, swept by `evidence_sweep`. Its
-gradings wait for it: a grading worker leaves a grading whose group's pass is queued or
-running in the queue, and the evidence task sends it once the pass is over
-(webapp/grading/services.py, `gradings_release`). A pass bounded by the group's budget
+gradings wait for it (`GRADINGS.waits` in webapp/grading/services.py, which webapp/work.py
+applies): while the pass is PENDING they are not due, so nothing sends, claims or sweeps them.
+The evidence task sends them once the pass is OVER (`gradings_release`), and the grading
+sweep does should that message be lost or the pass end in its own sweep (out of attempts):
+a pass holds its gradings until it ends, however it ends. A pass bounded by the group's budget
 (GAGAR_EVIDENCE_SECONDS, _RUNS, _EXISTING_FILES) ends `done` with what it ran and what it
 skipped; a task that cannot be run here ends `none`, with the reason the group page shows; a
 machine that cannot run the candidates' code ends it `failed`, saying so, and stores no outcome.
@@ -81,8 +83,8 @@ log = logging.getLogger(__name__)
 QUEUED, RUNNING, DONE, FAILED, NONE = (GroupEvidence.Status.QUEUED, GroupEvidence.Status.RUNNING,
                                        GroupEvidence.Status.DONE, GroupEvidence.Status.FAILED,
                                        GroupEvidence.Status.NONE)
-PENDING = (QUEUED, RUNNING)
-OVER = (DONE, FAILED, NONE)  # a pass in these no longer holds its group's gradings back
+PENDING = (QUEUED, RUNNING)  # a pass in these holds its group's gradings back
+OVER = (DONE, FAILED, NONE)
 ERROR_CHARS = 4000
 CHUNK = 5000  # group pks per query: SQLite takes up to 32766 parameters in a statement
 

@@ -209,7 +209,7 @@ def _verified(reviewed: list[tuple[int, str, str]], tally: _Tally, viewer: Viewe
     (task, group id) order; the others are tallied as excluded."""
     pks = [pk for pk, _, _ in reviewed]
     graders = grader_rankings(pks, viewer=viewer)
-    heads = {head.group_id: head for head in chain_heads(pks)}
+    heads = {head.group_id: head for head in chain_heads(pks, viewer=viewer)}
     grading_pks = [g.grading_id for g in graders.values()]
     finished = {}
     for start in range(0, len(grading_pks), QUERY_CHUNK):

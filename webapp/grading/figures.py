@@ -16,12 +16,13 @@ of the batch (`Viewer.require_whole`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Iterable, Iterator
 
-import numpy as np
 from django.db.models import Count
 
-from webapp.advantages.chunks import advantage_histogram
+from webapp.advantages.chunks import AdvantageChunk, advantage_histogram
 from webapp.advantages.config import parse_advantage_config
 from webapp.advantages.selectors import advantage_chunks
 from webapp.models import Batch, Grading, GradingRun, Group
@@ -35,21 +36,11 @@ def batch_panel(batch_id: int) -> dict:
     """The batch's grading panel figures, as the module's docstring says."""
     batch = Batch.objects.get(pk=batch_id)
     config = parse_advantage_config(batch.advantage_config)
-    cap_names = set(config.flag_names)
-    mixed_before, mixed_after = [], []
-    capped_rows, capped = [], 0
-    for chunk in advantage_chunks(batch, viewer=UNRESTRICTED, config=config):
-        mixed = np.asarray([label == "mixed" for label in chunk.label])[chunk.group_index]
-        mixed_before.append(chunk.grpo_advantage[mixed])
-        mixed_after.append(chunk.advantage[mixed])
-        for i, names in chunk.flags.items():
-            if chunk.rank[i] and cap_names.intersection(names):
-                capped += 1
-                if len(capped_rows) < FLAGGED_SHOWN:
-                    capped_rows.append(_capped_row(chunk, i))
+    capped = _Capped(config.flag_names)
+    histogram = advantage_histogram(capped.counted(advantage_chunks(batch, viewer=UNRESTRICTED, config=config)))
     mixed = Group.objects.filter(batch=batch, label=Group.Label.MIXED).count()
-    return {"histogram": _histogram(mixed_before, mixed_after),
-            "flagged": {"rows": capped_rows, "more": max(capped - FLAGGED_SHOWN, 0), "n": capped},
+    return {"histogram": dataclasses.asdict(histogram),
+            "flagged": {"rows": capped.rows, "more": max(capped.n - FLAGGED_SHOWN, 0), "n": capped.n},
             "grading": grading_progress(batch, mixed=mixed)}
 
 
@@ -69,19 +60,29 @@ def grading_progress(batch: Batch, *, mixed: int, runs: int = RUNS_SHOWN, failur
                 .values("pk", "group_id", "group__group_id", "error", "attempts")[:failures])} for pk in latest]}
 
 
-def _capped_row(chunk, i: int) -> dict:
+class _Capped:
+    """The ranked trajectories carrying a flag the config caps, counted as the chunks go by on
+    their way to the histogram: one pass over the batch, a chunk at a time."""
+
+    def __init__(self, names) -> None:
+        self.names = set(names)
+        self.rows: list[dict] = []  # the first FLAGGED_SHOWN
+        self.n = 0
+
+    def counted(self, chunks: Iterable[AdvantageChunk]) -> Iterator[AdvantageChunk]:
+        for chunk in chunks:
+            for i, names in chunk.flags.items():
+                if chunk.rank[i] and self.names.intersection(names):
+                    self.n += 1
+                    if len(self.rows) < FLAGGED_SHOWN:
+                        self.rows.append(_capped_row(chunk, i))
+            yield chunk
+
+
+def _capped_row(chunk: AdvantageChunk, i: int) -> dict:
     g = int(chunk.group_index[i])
     factor = float(chunk.factor[i])
     return {"group_id": chunk.group_ids[g], "trajectory_id": chunk.trajectory_ids[i],
             "flags": list(chunk.flags[i]), "rank": int(chunk.rank[i]),
             "factor": None if math.isnan(factor) else factor, "grpo_advantage": float(chunk.grpo_advantage[i]),
             "advantage": float(chunk.advantage[i]), "source": chunk.source[g], "source_reason": chunk.source_reason[g]}
-
-
-def _histogram(before: list[np.ndarray], after: list[np.ndarray]) -> dict:
-    before_all = np.concatenate(before) if before else np.zeros(0)
-    after_all = np.concatenate(after) if after else np.zeros(0)
-    rows = [{"label": "mixed", "grpo_advantage": b, "advantage": a}
-            for b, a in zip(before_all.tolist(), after_all.tolist(), strict=True)]
-    histogram = advantage_histogram(rows)
-    return {"edges": histogram.edges, "before": histogram.before, "after": histogram.after, "n": histogram.n}

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db.models import Count
+from django.db.models import Count, Max
 
 from webapp import work
 from webapp.advantages.chunks import AdvantageHistogram
@@ -193,3 +193,12 @@ def panel_figures(batch: Batch, *, viewer: Viewer) -> PanelFigures:
         histogram = AdvantageHistogram(**panel["histogram"])
     return PanelFigures(histogram=histogram, flagged=panel["flagged"] if panel else None,
                         updating=requested is not None or computed is None, computed_at=computed, error=error)
+
+
+def grading_watermarks(batch: Batch | None) -> dict[str, tuple[str, int]]:
+    """Per grader version, its gradings' latest finish and their count, over `batch` (None:
+    every batch): what figures computed from the gradings are keyed by (the audit dashboard's)."""
+    rows = Grading.objects.all() if batch is None else Grading.objects.filter(run__batch=batch)
+    return {version: (str(latest), n) for version, latest, n in
+            rows.values("run__grader_version").annotate(latest=Max("finished_at"), n=Count("pk")).order_by()
+            .values_list("run__grader_version", "latest", "n")}

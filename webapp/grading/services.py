@@ -14,6 +14,11 @@ transaction that queued them commits; if the broker is down they stay unsent, an
 the sweep sends them, queues again the running gradings whose lease ran out, and
 sends again the messages that were lost.
 
+A grading waits for its group's execution evidence (webapp/evidence) while that pass is
+queued or running (`GRADINGS.waits`: not sent, claimed or swept meanwhile); the evidence
+task sends it once the pass is over (`gradings_release`), and the sweep, should that message
+be lost or the pass end in its own sweep, once it waits no more.
+
 A cancelled run (`grading_run_cancel`) cancels its queued gradings at once: a
 worker claims only queued rows, and the sweep sends only queued ones, so their
 messages find nothing. Its running gradings finish and keep their result, since
@@ -37,7 +42,7 @@ from django.utils import timezone
 from grading.profiles import QUEUES, Profile, ProfileError, load_profiles
 from webapp import work
 from webapp.bulk import insert_rows
-from webapp.evidence.services import evidence_launch, evidence_off_reason
+from webapp.evidence.services import PENDING, evidence_launch, evidence_off_reason
 from webapp.grading import sql
 from webapp.grading.figures import batch_panel
 from webapp.jobs import GPU, GRADE_TASK
@@ -55,7 +60,8 @@ ANALYZE_AFTER = 1000
 GRADINGS = work.Claimed(kind="grading", model=Grading, task=GRADE_TASK,
                         messages=work.chunked_ids("grading_ids", "grading"), queue_lookup="run__queue",
                         limit_field="attempt_limit",
-                        cancelled=Q(run__cancelled_at__isnull=False), cancelled_why="its run was cancelled")
+                        cancelled=Q(run__cancelled_at__isnull=False), cancelled_why="its run was cancelled",
+                        waits=Q(group__evidence__status__in=PENDING))
 
 
 class LaunchError(ValueError):
@@ -148,7 +154,7 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
         template = Grading(run=run, queued_at=timezone.now(), attempt_limit=work.setting(GRADINGS.kind, "MAX_ATTEMPTS"))
         row = {f.attname: getattr(template, f.attname) for f in Grading._meta.concrete_fields if not f.primary_key}
         ids = insert_rows(Grading, [{**row, "group_id": pk} for pk in group_pks])
-        evidence_launch(group_pks=group_pks)  # its groups' gradings wait for it (gradings_release)
+        evidence_launch(group_pks=group_pks)  # its groups' gradings wait for it: not sent below
         if len(ids) >= ANALYZE_AFTER:
             transaction.on_commit(sql.analyze_gradings, robust=True)
         work.batch_figures_stale(batch.pk)  # its groups are pending now
@@ -159,9 +165,8 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
 
 def gradings_release(*, group_pks: Sequence[int]) -> None:
     """Send the queued gradings of `group_pks`, which waited for their groups' execution evidence
-    (webapp/evidence): a refusal leaves them unsent, for the sweep."""
-    rows = list(Grading.objects.filter(group_id__in=list(group_pks), status=QUEUED).values_list("pk", "run__queue"))
-    Grading.objects.filter(pk__in=[pk for pk, _ in rows], status=QUEUED).update(sent_at=None)
+    (webapp/evidence), now over: a refusal leaves them unsent, for the sweep."""
+    rows = work.queued_rows(GRADINGS, Grading.objects.filter(group_id__in=list(group_pks), status=QUEUED))
     try:
         work.send_claimed(GRADINGS, rows)
     except work.BrokerUnavailable as error:

@@ -51,9 +51,9 @@ def analyze_gradings() -> None:
 
 
 def claimed_gradings(status: str, token: str) -> list[tuple]:
-    """(grading pk, run pk, attempts, attempt limit, group pk, group id, statement, repo) of
-    the gradings in `status` under the claim `token`, by grading pk."""
-    return _fetch("SELECT g.id, g.run_id, g.attempts, g.attempt_limit, g.group_id, gr.group_id, gr.statement,"
+    """(grading pk, run pk, attempts, group pk, group id, statement, repo) of the gradings in
+    `status` under the claim `token`, by grading pk."""
+    return _fetch("SELECT g.id, g.run_id, g.attempts, g.group_id, gr.group_id, gr.statement,"
                   f" gr.repo FROM {_table(Grading)} g JOIN {_table(Group)} gr ON gr.id = g.group_id"
                   " WHERE g.status = %s AND g.claim_token = %s ORDER BY g.id", [status, token])
 

@@ -8,9 +8,11 @@ whose grading was swept meanwhile writes nothing. While it grades, a thread of
 the worker process renews the lease every GAGAR_GRADING_HEARTBEAT seconds: a
 killed worker's gradings are re-queued by the sweep once the lease runs out,
 while a grading that takes an hour keeps its lease as long as its process lives.
-A transient GraderError puts the grading back in the queue with a backoff until
-its attempts run out, unless its run was cancelled meanwhile (then it is
-cancelled); a permanent one fails it with its message. Whatever else breaks while
+A transient GraderError ends the attempt as a lost worker does (`work.attempt_lost`:
+queued again, sent here with a backoff, until its attempts run out, unless its run
+was cancelled meanwhile); a permanent one fails it with its message. A grading
+whose group's execution evidence is being gathered is not claimed: it waits for
+that pass (`GRADINGS.waits`, webapp/work.py), whose task sends it. Whatever else breaks while
 a run's groups are loaded, graded or written (a MemoryError included) fails that
 run's gradings with the reason, and the chunk's other runs go on. A grader that runs the
 candidates' code (`uses_code`) is given it for each group whose execution evidence was gathered:
@@ -30,7 +32,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.db import InterfaceError, OperationalError, transaction
@@ -48,13 +50,12 @@ from webapp.cases import cases_from_rows
 from webapp.evidence.services import group_code, workroot
 from webapp.grading import sql
 from webapp.grading.services import GRADINGS
-from webapp.models import Grading, GradingRun, GradingTranscript, GroupEvidence
+from webapp.models import Grading, GradingRun, GradingTranscript
 from webapp.triage import triage_refresh
 
 log = logging.getLogger(__name__)
 
-QUEUED, RUNNING, DONE, FAILED, CANCELLED = (Grading.Status.QUEUED, Grading.Status.RUNNING, Grading.Status.DONE,
-                                            Grading.Status.FAILED, Grading.Status.CANCELLED)
+RUNNING, DONE, FAILED = Grading.Status.RUNNING, Grading.Status.DONE, Grading.Status.FAILED
 RETRY_BACKOFF_S = 5
 RETRY_BACKOFF_MAX_S = 300
 ERROR_CHARS = 4000
@@ -88,7 +89,6 @@ class _Claim:
     group: GroupCase  # without trajectories: group_id, statement, repo
     group_pk: int
     attempts: int
-    attempt_limit: int
     claimed_at: datetime
 
 
@@ -120,36 +120,22 @@ def gradings_process(*, grading_ids: Sequence[int]) -> Processed:
 
 
 def _claim(grading_ids: Sequence[int], token: str) -> list[_Claim]:
-    """Claim the queued ones among `grading_ids` under `token` in one conditional UPDATE, and
-    read what grading them needs: their groups and their runs."""
+    """Claim the queued ones among `grading_ids` under `token` in one conditional UPDATE, but
+    those that wait for their group's evidence (`work.claim`), and read what grading them
+    needs: their groups and their runs."""
     now = timezone.now()
     with transaction.atomic():
         sql.relax_commit()
-        grading_ids = _not_waiting(grading_ids, now)
         claimed = work.claim(GRADINGS, grading_ids, token, now, finished_at=None)
         if not claimed:
             return []
         # The token is new: the rows that carry it are the ones just claimed.
         rows = sql.claimed_gradings(RUNNING, token)
         runs = sql.claimed_runs(RUNNING, token)
-    return [_Claim(pk=pk, run=runs[run_pk], group_pk=group_pk, attempts=attempts, attempt_limit=limit,
+    return [_Claim(pk=pk, run=runs[run_pk], group_pk=group_pk, attempts=attempts,
                    claimed_at=now, group=GroupCase(group_id=group_id, statement=statement, repo=repo,
                                                    trajectories=()))
-            for pk, run_pk, attempts, limit, group_pk, group_id, statement, repo in rows]
-
-
-def _not_waiting(grading_ids: Sequence[int], now: datetime) -> list[int]:
-    """Those of `grading_ids` whose group's execution evidence is not being gathered. The others
-    stay queued, due again only after that pass's time limit (so that the sweep leaves them):
-    the evidence task sends them once their pass is over (services.gradings_release)."""
-    waiting = Grading.objects.filter(pk__in=list(grading_ids), status=QUEUED,
-                                     group__evidence__status__in=(GroupEvidence.Status.QUEUED,
-                                                                  GroupEvidence.Status.RUNNING))
-    held = set(waiting.values_list("pk", flat=True))
-    if held:
-        due = now + timedelta(seconds=work.setting("evidence", "TIME_LIMIT"))
-        Grading.objects.filter(pk__in=held, status=QUEUED).update(sent_at=due)
-    return [pk for pk in grading_ids if pk not in held]
+            for pk, run_pk, attempts, group_pk, group_id, statement, repo in rows]
 
 
 def _process_run(claims: list[_Claim], token: str, result: Processed, code_deadline: float) -> None:
@@ -240,10 +226,10 @@ def _write(claims: list[_Claim], cases: list, outcomes: list, token: str, result
             outcome = _checked(case, outcome)
         if isinstance(outcome, Grade):
             done.append((claim, outcome))
-        elif not outcome.permanent and claim.attempts < claim.attempt_limit:
-            retry.append((claim, outcome))
-        else:
+        elif outcome.permanent:
             failed.append((claim, outcome))
+        else:
+            retry.append((claim, outcome))
     mine = Grading.objects.filter(status=RUNNING, claim_token=token)
     with transaction.atomic():
         sql.relax_commit()
@@ -258,33 +244,30 @@ def _write(claims: list[_Claim], cases: list, outcomes: list, token: str, result
         if written and not run.grader_version:
             GradingRun.objects.filter(pk=run.pk, grader_version="").update(grader_version=done[0][1].version)
         for claim, error in retry:
-            # One statement checks the run's cancel mark and queues: see services.grading_run_cancel.
-            wrote = mine.filter(pk=claim.pk, run__cancelled_at=None).update(
-                status=QUEUED, claim_token="", queued_at=now, sent_at=None, lease_expires_at=None,
-                error=f"attempt {claim.attempts} failed, retrying: {_message(error)}")
-            if wrote:
-                result.retrying.append(claim.pk)
+            ended = work.attempt_lost(GRADINGS, claim.pk, token, f"failed: {_message(error)}", now,
+                                      spent=_spent(claim, error, now))
+            if ended == work.QUEUED:
                 work.send_claimed_after_commit(GRADINGS, [(claim.pk, run.queue)],
                                                countdown=_backoff(claim.attempts))
-                continue
-            wrote = mine.filter(pk=claim.pk).update(
-                status=CANCELLED, finished_at=now, lease_expires_at=None,
-                error=f"attempt {claim.attempts} failed and its run was cancelled: {_message(error)}")
-            (result.cancelled if wrote else result.lost).append(claim.pk)
+            elif ended == work.FAILED:
+                _keep_transcript(claim, error)
+            {work.QUEUED: result.retrying, work.FAILED: result.failed, work.CANCELLED: result.cancelled,
+             "": result.lost}[ended].append(claim.pk)
         for claim, error in failed:
-            message = _message(error)
-            if not error.permanent:
-                message = f"gave up after {claim.attempts} attempts: {message}"
-            usage = _usage(error.usage)
-            wrote = mine.filter(pk=claim.pk).update(
-                status=FAILED, error=message, finished_at=now, usage=usage, tokens=_tokens(usage),
-                duration_s=(now - claim.claimed_at).total_seconds())
+            wrote = mine.filter(pk=claim.pk).update(status=FAILED, error=_message(error), finished_at=now,
+                                                    **_spent(claim, error, now))
             (result.failed if wrote else result.lost).append(claim.pk)
             if wrote:
                 _keep_transcript(claim, error)
         if version := run.grader_version or (done[0][1].version if done else ""):  # its audit dashboard figures
             work.figures_stale(run.batch_id, ("correctness", "agreement", "gradings", "drift"), version)
         work.batch_figures_stale(run.batch_id)  # its run's step figures and its grading panel
+
+
+def _spent(claim: _Claim, error: GraderError, now: datetime) -> dict:
+    """What a failed attempt cost, by Grading field name."""
+    usage = _usage(error.usage)
+    return {"usage": usage, "tokens": _tokens(usage), "duration_s": (now - claim.claimed_at).total_seconds()}
 
 
 def _keep_transcript(claim: _Claim, outcome) -> None:

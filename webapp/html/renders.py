@@ -154,9 +154,16 @@ def batch_render(batch_id: int) -> int:
     return rendered
 
 
+def renders_release(*, batch_id: int) -> int:
+    """Drop the batch's hold on its patches' renders (a pruned run step keeps its patches but
+    not their renders): the sweep deletes those no other batch holds. Returns how many holds
+    were dropped."""
+    return BatchPatch.objects.filter(batch_id=batch_id).delete()[0]
+
+
 def renders_sweep() -> int:
     """Delete the renders of other renderer versions and those no batch holds any more
-    (their batches were deleted); returns how many."""
+    (their batches were deleted, or released: `renders_release`); returns how many."""
     held = BatchPatch.objects.filter(digest=OuterRef("digest"))
     deleted, _ = PatchRender.objects.filter(~Q(version=RENDERER_VERSION) | ~Exists(held)).delete()
     if deleted:

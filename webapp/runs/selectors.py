@@ -2,8 +2,9 @@
 the measures the run page, its table, its CSV and the compare page show.
 
 Every figure is read as stored by the figures' worker (webapp.runs.figures); nothing here
-computes one. Figures carry the grader's rankings, so a viewer from whom any step's rankings
-are hidden gets RankingsHidden for the whole run (`run_figures`).
+computes one. Figures carry the grader's rankings, so they are read only through
+`run_figures`, which takes the viewer: one from whom any step's rankings are hidden gets
+RankingsHidden for the whole run. `run_steps` lists the steps without their figures.
 """
 
 from __future__ import annotations
@@ -236,19 +237,28 @@ def runs_overview(runs=None) -> list[RunSummary]:
     return out
 
 
-def run_steps(run: Run, *, measures: bool = False) -> list[StepFigures]:
-    """The steps of `run` in order, each with its stored figures (`measures` too when asked).
-    One plain query: at a thousand steps the ORM's per-row work was most of the run page's time."""
-    step, batch, figures = (model._meta.db_table for model in (RunStep, Batch, BatchFigures))
+def run_steps(run: Run) -> list[StepFigures]:
+    """The steps of `run` in order without their figures (`series` holds the step's trajectories
+    and trainer wait only, no `config` or `error`), for any reader of the run: `run_figures`
+    reads them with their figures, for a viewer who may see them."""
+    return _steps(run, figures=False, measures=False)
+
+
+def _steps(run: Run, *, figures: bool, measures: bool) -> list[StepFigures]:
+    """The steps of `run` in order, with their stored figures if `figures` (`measures` too when
+    asked). One plain query: at a thousand steps the ORM's per-row work was most of the run
+    page's time."""
+    step, batch, stored = (model._meta.db_table for model in (RunStep, Batch, BatchFigures))
+    shown = "f.series, f.error" if figures else "NULL, ''"
     more = ", f.measures" if measures else ""
     sql = (f"SELECT s.number, s.batch_id, b.name, b.n_trajectories, s.created_at, s.answered_at, s.pruned_at, "
-           f"f.series, f.requested_at, f.computed_at, f.error{more} FROM {step} s JOIN {batch} b ON b.id = s.batch_id "
-           f"LEFT JOIN {figures} f ON f.batch_id = s.batch_id WHERE s.run_id = %s ORDER BY s.number")
+           f"{shown}, f.requested_at, f.computed_at{more} FROM {step} s JOIN {batch} b ON b.id = s.batch_id "
+           f"LEFT JOIN {stored} f ON f.batch_id = s.batch_id WHERE s.run_id = %s ORDER BY s.number")
     with connection.cursor() as cursor:
         cursor.execute(sql, [run.pk])
         rows = cursor.fetchall()
     out = []
-    for number, batch_id, name, n, created, answered, pruned, series, requested, computed, error, *rest in rows:
+    for number, batch_id, name, n, created, answered, pruned, series, error, requested, computed, *rest in rows:
         created, answered, pruned, requested, computed = (_datetime(v) for v in (created, answered, pruned, requested,
                                                                                   computed))
         wait = (answered - created).total_seconds() if answered else None
@@ -286,7 +296,7 @@ def run_figures(run: Run, *, viewer: Viewer, measures: bool = False) -> RunFigur
     """The run's steps and the measures to chart; RankingsHidden unless `viewer` may see every
     ranking of every step's batch."""
     require_run(run, viewer=viewer)
-    steps = run_steps(run, measures=measures)
+    steps = _steps(run, figures=True, measures=measures)
     return RunFigures(run=run, steps=steps, measures=shown_measures(steps))
 
 

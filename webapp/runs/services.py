@@ -21,7 +21,8 @@ from django.db.models import Count
 from django.utils import timezone
 
 from webapp import work
-from webapp.models import Batch, BatchPatch, Run, RunStep, Trajectory, Transcript
+from webapp.html.renders import renders_release
+from webapp.models import Batch, Run, RunStep, Trajectory, Transcript
 from webapp.models.runs import RUN_NAME_MAX_CHARS
 from webapp.names import name_problem
 from webapp.runs.figures import batch_figures
@@ -156,7 +157,7 @@ def run_prune(*, run: Run, keep_last: int) -> Pruned:
     for number, batch_id in steps:
         with transaction.atomic():
             transcripts += Transcript.objects.filter(trajectory__batch_id=batch_id).delete()[0]
-            renders += BatchPatch.objects.filter(batch_id=batch_id).delete()[0]
+            renders += renders_release(batch_id=batch_id)
             entries += index_delete(batch_id=batch_id)
             RunStep.objects.filter(run=run, number=number).update(pruned_at=timezone.now())
     return Pruned(steps=[number for number, _ in steps], transcripts=transcripts, renders=renders,

@@ -13,6 +13,7 @@ from tests.webapp.annotationdata import GRADER_TIERS, review_batch
 from webapp.audit import figures, ranking, refresh
 from webapp.audit.services import figures_refresh
 from webapp.models import AuditFigures, Grading, GradingRun, Group, Trajectory
+from webapp.rankings import UNRESTRICTED
 
 pytestmark = pytest.mark.django_db
 
@@ -52,7 +53,7 @@ def huge_fails(monkeypatch, two_batches):
 
 def shown(batch):
     versions = figures.grader_versions(batch)
-    return figures.dashboard(batch, versions, all_versions=versions)
+    return figures.dashboard(batch, versions, all_versions=versions, viewer=UNRESTRICTED)
 
 
 def test_a_batch_that_cannot_be_measured_fails_alone(huge_fails):

@@ -19,6 +19,7 @@ from tests.webapp.audit.auditdata import graded_batch, make_set
 from webapp.audit.report import set_report
 from webapp.audit.services import verdict_save
 from webapp.models import AuditSet, Group
+from webapp.rankings import UNRESTRICTED
 from webapp.roles import ANNOTATOR, AUDITOR
 
 pytestmark = pytest.mark.django_db
@@ -52,18 +53,18 @@ def audited(tmp_path, auditor, researcher):
 
 
 def test_the_json_is_the_same_bytes_every_time_and_on_every_database(audited):
-    first = report_json(set_report(audited, as_of=AS_OF).data)
-    second = report_json(set_report(AuditSet.objects.get(pk=audited.pk), as_of=AS_OF).data)
+    first = report_json(set_report(audited, viewer=UNRESTRICTED, as_of=AS_OF).data)
+    second = report_json(set_report(AuditSet.objects.get(pk=audited.pk), viewer=UNRESTRICTED, as_of=AS_OF).data)
     assert first == second
     assert hashlib.sha256(first).hexdigest() == GOLDEN_SHA256, first.decode()
 
 
 def test_without_an_as_of_the_report_holds_no_time(audited):
-    assert "generated_at" not in json.loads(report_json(set_report(audited).data))
+    assert "generated_at" not in json.loads(report_json(set_report(audited, viewer=UNRESTRICTED).data))
 
 
 def test_the_figures_are_grading_agreements_on_the_same_data(audited):
-    report = set_report(audited).data
+    report = set_report(audited, viewer=UNRESTRICTED).data
     items = list(audited.items.select_related("group").order_by("position"))  # positions follow group order
     expected = summarise([(tuple(tuple(t) for t in HUMAN_TIERS[n]), tuple(tuple(t) for t in GRADER_TIERS))
                           for n in range(1, 4)])
@@ -93,7 +94,7 @@ def test_the_json_is_a_download_with_a_stable_name(client, audited, auditor):
     response = client.get(reverse("audit_report_json", args=[audited.pk]))
     assert response.status_code == 200 and response["Content-Type"] == "application/json"
     assert response["Content-Disposition"] == f'attachment; filename="audit-report-{audited.pk}-bweeklyb-audit.json"'
-    assert response.content == report_json(set_report(audited).data)
+    assert response.content == report_json(set_report(audited, viewer=UNRESTRICTED).data)
 
 
 def test_the_page_shows_the_figures_with_links_that_resolve_and_escapes_names(client, audited, auditor):
@@ -102,7 +103,7 @@ def test_the_page_shows_the_figures_with_links_that_resolve_and_escapes_names(cl
     page = response.content.decode()
     assert response.status_code == 200
     assert "<b>weekly</b>" not in page and "&lt;b&gt;weekly&lt;/b&gt;" in page
-    report = set_report(audited).data
+    report = set_report(audited, viewer=UNRESTRICTED).data
     tau = report["measures"]["kendall_tau"]
     assert f"{tau['value']:.3f}" in page and f"{tau['interval'][0]:.3f} to {tau['interval'][1]:.3f}" in page
     links = [href for href in _hrefs(page) if href.startswith(("/audit/items/", "/groups/"))]
@@ -146,12 +147,12 @@ def test_researchers_read_it_any_time_and_others_get_403(client, audited, resear
 def test_the_command_writes_json_and_html_and_refuses_to_overwrite(audited, tmp_path):
     out = tmp_path / "report.json"
     call_command("audit_report", "--set", audited.name, "--format", "json", "--out", str(out), "--as-of", AS_OF)
-    assert out.read_bytes() == report_json(set_report(audited, as_of=AS_OF).data)
+    assert out.read_bytes() == report_json(set_report(audited, viewer=UNRESTRICTED, as_of=AS_OF).data)
     with pytest.raises(CommandError, match="exists; give --force to replace it"):
         call_command("audit_report", "--set", audited.name, "--format", "json", "--out", str(out))
-    assert out.read_bytes() == report_json(set_report(audited, as_of=AS_OF).data)
+    assert out.read_bytes() == report_json(set_report(audited, viewer=UNRESTRICTED, as_of=AS_OF).data)
     call_command("audit_report", "--set", audited.name, "--format", "json", "--out", str(out), "--force")
-    assert out.read_bytes() == report_json(set_report(audited).data)
+    assert out.read_bytes() == report_json(set_report(audited, viewer=UNRESTRICTED).data)
     html = tmp_path / "report.html"
     call_command("audit_report", "--set", audited.name, "--format", "html", "--out", str(html))
     text = html.read_text()

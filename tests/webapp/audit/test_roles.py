@@ -1,10 +1,14 @@
-"""Who may audit: auditors and researchers; an annotator without the auditor role gets 403."""
+"""Who may audit: auditors and researchers; an annotator without the auditor role gets 403, and
+so does an auditor who also annotates, on the figures and reports over rankings that the
+visibility rule hides from them."""
 
 import pytest
 from django.urls import reverse
 
 from tests.django_fixtures import make_user
+from tests.webapp.annotationdata import set_policy
 from tests.webapp.audit.auditdata import graded_batch, make_set
+from webapp.audit.services import verdict_save
 from webapp.models import AuditVerdict
 from webapp.roles import ANNOTATOR, AUDITOR, RESEARCHER
 
@@ -39,3 +43,21 @@ def test_an_annotator_without_the_auditor_role_gets_403(client, urls):
     for url in urls["post"]:
         assert client.post(url, {"verdict": "correct"}).status_code == 403, url
     assert not AuditVerdict.objects.exists()
+
+
+def test_an_auditor_who_annotates_still_sees_the_figures_and_report_under_blind_review(client, tmp_path, auditor):
+    """Auditors always see the grader (docs/annotation.md), annotating or not; an annotator who
+    is not an auditor never reaches these pages (above)."""
+    audit_set = make_set(auditor, graded_batch(tmp_path, n=3), size=2)
+    uma = make_user("uma", AUDITOR, ANNOTATOR)
+    for item in audit_set.items.all():  # both judged every item: the report is theirs to read
+        for user in (uma, auditor):
+            verdict_save(item=item, auditor=user, verdict="correct", categories=[], notes="")
+    batch = {"batch": audit_set.batch_id}
+    urls = [(reverse("audit_dashboard"), {}), (reverse("audit_dashboard"), batch),
+            (reverse("audit_dashboard_csv", args=["cost"]), batch), (reverse("audit_dashboard_progress"), batch),
+            (reverse("audit_report", args=[audit_set.pk]), {}), (reverse("audit_report_json", args=[audit_set.pk]), {})]
+    set_policy(audit_set.batch, blind=True, overlap=2)
+    for user in (uma, auditor):
+        client.force_login(user)
+        assert [client.get(url, query).status_code for url, query in urls] == [200] * 6, user

@@ -13,9 +13,10 @@ from webapp.annotation.services import lease_next_group, lease_release, ranking_
 from webapp.batches import selectors
 from webapp.batches.selectors import GroupFilter
 from webapp.models import Batch, Group
-from webapp.rankings import UNRESTRICTED
+from webapp.rankings import UNRESTRICTED, Viewer
 from webapp.roles import ANNOTATOR
 from webapp.triage import (
+    COLUMNS,
     DISPUTED,
     QUEUED,
     REVIEWED,
@@ -25,6 +26,7 @@ from webapp.triage import (
     patch_sizes,
     summarise,
     triage_refresh,
+    visible_triage,
 )
 
 pytestmark = pytest.mark.django_db
@@ -302,6 +304,24 @@ def test_a_blind_review_annotator_sees_no_grader_column_and_cannot_filter_or_sor
     assert _ids(client.get(url, {"top_flag": "edits_tests"})) == ["cheat-1"]
     assert _ids(client.get(url, {"vs_shortest": "differs"})) == ["cheat-1"]
     assert 'id="sort-confidence"' in client.get(url).content.decode()
+
+
+def test_a_blind_annotator_reads_the_stored_columns_blanked_even_on_the_groups_they_ranked(ranked):
+    set_policy(ranked, blind=True)
+    anna = make_user("anna", ANNOTATOR)
+    save(_row("cheat-1"), anna, [["c2"], ["c1"]], flags={"c1": ["reward_hacking"]})
+    stored = list(Group.objects.filter(batch=ranked).order_by("group_id"))
+    assert all(g.grader_top and g.any_flags and g.top_lines is not None for g in stored)  # as stored
+    shown = visible_triage(ranked, viewer=Viewer(anna))
+    assert shown.columns == {"review_state"}
+    for rows in (shown.rows(stored), selectors.group_page(ranked, GroupFilter(), viewer=Viewer(anna)).groups):
+        assert [(g.group_id, g.review_state) for g in rows] == [("cheat-1", REVIEWED), ("task-1", REVIEWED)]
+        assert all((g.grader_top, g.grader_top_flags, g.any_flags, g.grading_confidence, g.agreement,
+                    g.human_disagrees, g.top_lines, g.lines_over_shortest, g.top_is_consensus)
+                   == (None, "", "", None, None, None, None, None, None) for g in rows)
+    everything = visible_triage(ranked, viewer=UNRESTRICTED)
+    assert everything.columns == COLUMNS
+    assert all(g.grader_top and g.any_flags for g in everything.rows(list(Group.objects.filter(batch=ranked))))
 
 
 def test_k_way_overlap_hides_the_review_state_and_agreement_from_annotators(client, ranked):

@@ -6,10 +6,11 @@ import pytest
 from django.utils import timezone
 
 from tests.workers.conftest import SCRIPTED, make_batch
+from webapp.evidence.services import evidence_sweep
 from webapp.grading.selectors import batch_grading_status
 from webapp.grading.services import LaunchError, grading_launch, gradings_retry_failed, gradings_sweep
 from webapp.grading.worker import gradings_process
-from webapp.models import Grading, GradingRun
+from webapp.models import Grading, GradingRun, Group, GroupEvidence
 from webapp.rankings import UNRESTRICTED
 
 pytestmark = pytest.mark.django_db
@@ -132,14 +133,14 @@ def test_a_transient_error_is_retried_with_backoff_until_attempts_run_out(
         assert process_all(run).retrying == [grading.pk]
     grading.refresh_from_db()
     assert (grading.status, grading.attempts) == (QUEUED, 1)
-    assert grading.error == "attempt 1 failed, retrying: backend busy for b-0000"
+    assert grading.error == "attempt 1 failed: backend busy for b-0000; queued again"
     assert sent[-1][:2] == ([grading.pk], "gpu") and 2.5 <= sent[-1][2] <= 5
 
     with django_capture_on_commit_callbacks(execute=True):
         assert process_all(run).failed == [grading.pk]
     grading.refresh_from_db()
     assert (grading.status, grading.attempts) == (FAILED, 2)
-    assert grading.error == "gave up after 2 attempts: backend busy for b-0000"
+    assert grading.error == "gave up after 2 attempts: the last one failed: backend busy for b-0000"
 
 
 def test_a_grader_bug_on_one_group_fails_only_that_group(tmp_path, sent):
@@ -197,6 +198,27 @@ def test_the_sweep_resends_gradings_queued_longer_than_resend_after(tmp_path, se
     Grading.objects.filter(pk=fresh.pk).update(sent_at=now)
     assert gradings_sweep(resend_after=3600).sent == 1
     assert sent[-1][0] == [stale.pk]
+
+
+def test_a_grading_waits_for_its_groups_evidence_pass_and_goes_once_the_sweep_gives_the_pass_up(
+        tmp_path, sent, settings, django_capture_on_commit_callbacks):
+    batch = make_batch(tmp_path, "b", 2)
+    gathered, plain = batch.groups.filter(label=Group.Label.MIXED).order_by("pk")
+    lost = timezone.now() - timedelta(seconds=1)  # its pass's worker died on its last attempt
+    GroupEvidence.objects.create(group=gathered, status=GroupEvidence.Status.RUNNING, queued_at=lost, claim_token="x",
+                                 attempts=settings.GAGAR_EVIDENCE_MAX_ATTEMPTS, lease_expires_at=lost)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = launch(batch).run
+    waits, free = run.gradings.get(group=gathered), run.gradings.get(group=plain)
+    assert sent == [([free.pk], "cpu", None)]  # not sent while its group's pass runs
+    assert gradings_process(grading_ids=[waits.pk, free.pk]).claimed == [free.pk]  # nor claimed
+    assert gradings_sweep(resend_after=0).sent == 0  # nor swept
+    waits.refresh_from_db()
+    assert (waits.status, waits.sent_at, waits.attempts) == (QUEUED, None, 0)
+
+    assert evidence_sweep().failed == 1
+    assert gradings_sweep().sent == 1 and sent[-1][0] == [waits.pk]
+    assert gradings_process(grading_ids=[waits.pk]).done == [waits.pk]  # graded without the evidence
 
 
 def test_retrying_failed_gradings_queues_them_with_fresh_attempts(

@@ -129,6 +129,18 @@ def test_a_baseline_run_imported_without_grading_shows_grpo_only_figures(tmp_pat
     assert {"pass_rate", "groups", "grading", "lines"} <= shown and not {"num_turns", "output_tokens"} & shown
 
 
+def test_the_steps_listed_without_a_viewer_carry_none_of_their_stored_figures(tmp_path):
+    run = make_run(tmp_path, "r", steps=2)
+    for batch, _ in run.values():
+        figures_refresh(batch.pk)
+    listed = selectors.run_steps(Run.objects.get(name="r"))
+    assert [step.number for step in listed] == [0, 1] and not any(step.updating for step in listed)
+    assert all(set(step.series) == {"trajectories"} and (step.config, step.measures, step.error) == (None, None, "")
+               for step in listed)
+    shown = selectors.run_figures(Run.objects.get(name="r"), viewer=UNRESTRICTED).steps
+    assert all({"pass_rate", "mass_moved"} <= set(step.series) and step.config for step in shown)
+
+
 def test_a_config_change_is_marked_on_the_run(tmp_path):
     run = make_run(tmp_path, "r", steps=3, graded=False)
     advantage_config_update(batch=run[2][0],

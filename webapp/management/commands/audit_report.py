@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from grading.audit_report import report_json
 from webapp.audit.report import report_file_html, set_report
 from webapp.models import AuditSet
+from webapp.rankings import UNRESTRICTED
 
 
 class Command(BaseCommand):
@@ -28,7 +29,7 @@ class Command(BaseCommand):
         if out.exists() and not options["force"]:
             raise CommandError(f"out: {out} exists; give --force to replace it")
         if options["format"] == "json":
-            out.write_bytes(report_json(set_report(audit_set, as_of=options["as_of"]).data))
+            out.write_bytes(report_json(set_report(audit_set, viewer=UNRESTRICTED, as_of=options["as_of"]).data))
         else:
-            out.write_text(report_file_html(audit_set, as_of=options["as_of"]), encoding="utf-8")
+            out.write_text(report_file_html(audit_set, viewer=UNRESTRICTED, as_of=options["as_of"]), encoding="utf-8")
         self.stdout.write(f"{options['format']} report of {audit_set.name!r} written to {out}")
