@@ -7,8 +7,9 @@ The job (JSON): `url`, the server's /get_reward address, and `requests`, each a 
 samples `{"query", "prompt", "label"}`. All requests are sent at once, each by one call of
 `SingleTurnAgentExecutor._fetch_rewards_via_http` (openrlhf/utils/agent.py: what
 OpenRLHF's rollout calls with one sample as each finishes; with one server it POSTs all the
-call's samples in one request). Prints JSON: each request's answer and the seconds from
-the start until it came.
+call's samples in one request). Prints JSON: each request's answer, the seconds from the
+start until it came, and the start (`started_at`, time.time(), to set against the app's
+records).
 """
 
 import asyncio
@@ -21,7 +22,7 @@ from openrlhf.utils.agent import SingleTurnAgentExecutor
 
 async def send(job: dict) -> dict:
     executor = SingleTurnAgentExecutor(job["url"])
-    start = time.monotonic()
+    start, started_at = time.monotonic(), time.time()
 
     async def timed(samples: list[dict]) -> tuple[dict, float]:
         answers = await executor._fetch_rewards_via_http([s["query"] for s in samples], [s["prompt"] for s in samples],
@@ -29,7 +30,8 @@ async def send(job: dict) -> dict:
         return answers[0], time.monotonic() - start
 
     results = await asyncio.gather(*(timed(samples) for samples in job["requests"]))
-    return {"answers": [answer for answer, _ in results], "seconds": [seconds for _, seconds in results]}
+    return {"answers": [answer for answer, _ in results], "seconds": [seconds for _, seconds in results],
+            "started_at": started_at}
 
 
 def main(job_path: str) -> None:

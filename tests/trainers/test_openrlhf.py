@@ -97,7 +97,7 @@ def test_two_requests_each_with_half_of_every_group_get_the_cores_advantages(
 
 def test_an_incomplete_group_gets_its_test_scores_after_its_timeout_without_holding_up_the_others(
         reward_server, worker, tmp_path):
-    from webapp.models import Group
+    from webapp.models import Batch, Group
 
     url = reward_server(group_timeout=4)
     samples = step_samples()
@@ -113,7 +113,10 @@ def test_an_incomplete_group_gets_its_test_scores_after_its_timeout_without_hold
                                rtol=0, atol=1e-6)
     assert [rewards[i] for i in incomplete] == [1.0 if "FIXED" in samples[i]["response"] else 0.0
                                                 for i in incomplete]
-    assert max(out["seconds"][i] for i in complete) < 4 <= min(out["seconds"][i] for i in incomplete)
+    assert min(out["seconds"][i] for i in incomplete) >= 4
+    # Not held up: the complete groups' step reached the app within the 4 s the lost response's
+    # group waits (held up, it could not before); grading them takes what the machine's load makes it.
+    assert Batch.objects.get(name=f"{RUN}/step-0").created_at.timestamp() - out["started_at"] < 4
     lost = group_key(openrlhf_sample(samples[incomplete[0]])["prompt"])
     assert Group.objects.filter(batch__name__startswith=f"{RUN}/").count() == 2
     assert not Group.objects.filter(batch__name__startswith=f"{RUN}/", group_id__startswith=lost).exists()

@@ -82,7 +82,7 @@ def test_each_response_gets_its_groups_gagar_advantage_as_on_the_batch_path(
 
 def test_an_incomplete_group_keeps_its_test_scores_after_its_timeout_without_holding_up_the_others(
         live_server, token, worker, tiny_model, tmp_path):
-    from webapp.models import Group
+    from webapp.models import Batch, Group
 
     samples = step_samples()
     samples.remove(next(s for s in samples if s["index"] == "task-c"))  # a response scored elsewhere
@@ -97,7 +97,10 @@ def test_an_incomplete_group_keeps_its_test_scores_after_its_timeout_without_hol
                                rtol=0, atol=1e-6)
     assert [out["scores"][i] for i in incomplete] == [1.0 if "FIXED" in samples[i]["response"] else 0.0
                                                       for i in incomplete]
-    assert max(out["seconds"][i] for i in complete) < 5 <= min(out["seconds"][i] for i in incomplete)
+    assert min(out["seconds"][i] for i in incomplete) >= 5
+    # Not held up: the complete groups' step reached the app within the 5 s the lost response's
+    # group waits (held up, it could not before); grading them takes what the machine's load makes it.
+    assert Batch.objects.get(name=f"{RUN}/step-0").created_at.timestamp() - out["started_at"] < 5
     assert not Group.objects.filter(batch__name__startswith=f"{RUN}/", group_id__startswith="task-c").exists()
     assert "group task-c has 3 of 4 responses after 5 s; they keep their test scores" in log
 

@@ -14,7 +14,8 @@ does; no Ray: the worker is the plain class Ray would wrap. Each worker runs in 
 with an event loop of its own, as each Ray actor has, so no two share parked calls. Each
 of its samples is scored by its `compute_score` in a task of its own, gathered, as
 `compute_score_batch` does, and timed from when the worker is built. Prints JSON: each
-sample's score and the seconds it took, and the batch path's scores.
+sample's score and the seconds it took, when the (first) worker was built (`started_at`,
+time.time(), to set against the app's records), and the batch path's scores.
 """
 
 import asyncio
@@ -37,18 +38,22 @@ from verl_step import step_data  # noqa: E402
 REWARD_CONFIG = Path(verl.__file__).parent / "trainer" / "config" / "reward" / "reward.yaml"
 
 
-def grouped_scores(job: dict) -> tuple[list[float], list[float]]:
-    """Each sample's score from the reward loop, and the seconds its worker waited for it."""
+def grouped_scores(job: dict) -> tuple[list[float], list[float], float]:
+    """Each sample's score from the reward loop, the seconds its worker waited for it, and when
+    the first worker started (time.time())."""
     workers = job.get("workers", [list(range(len(job["samples"])))])
-    results = {}
+    results, started = {}, []
     with ThreadPoolExecutor(len(workers)) as pool:
-        for scored in pool.map(lambda indices: asyncio.run(worker_scores(job, indices)), workers):
+        for start, scored in pool.map(lambda indices: asyncio.run(worker_scores(job, indices)), workers):
+            started.append(start)
             results.update(scored)
-    return [results[i][0] for i in range(len(job["samples"]))], [results[i][1] for i in range(len(job["samples"]))]
+    order = range(len(job["samples"]))
+    return [results[i][0] for i in order], [results[i][1] for i in order], min(started)
 
 
-async def worker_scores(job: dict, indices: list[int]) -> dict[int, tuple[float, float]]:
-    """Sample index -> (score, seconds) for the samples one reward-loop worker scores."""
+async def worker_scores(job: dict, indices: list[int]) -> tuple[float, dict[int, tuple[float, float]]]:
+    """When the worker started (time.time()), and sample index -> (score, seconds) for the
+    samples it scores."""
     reward = OmegaConf.load(REWARD_CONFIG)
     reward.num_workers = 1
     reward.custom_reward_function.path = "pkg://gagar_client.grouped"
@@ -58,14 +63,14 @@ async def worker_scores(job: dict, indices: list[int]) -> dict[int, tuple[float,
     config.reward = reward
     worker = RewardLoopWorker(config)  # built in the running loop, as in its Ray actor
     data = step_data(job, worker.input_tokenizer)
-    start = time.monotonic()
+    start, started_at = time.monotonic(), time.time()
 
     async def timed(i: int) -> tuple[float, float]:
         result = await worker.compute_score(data[i:i + 1])
         return result["reward_score"], time.monotonic() - start
 
     results = await asyncio.gather(*(asyncio.create_task(timed(i)) for i in indices))
-    return dict(zip(indices, results, strict=True))
+    return started_at, dict(zip(indices, results, strict=True))
 
 
 def batch_scores(job: dict) -> list[float]:
@@ -83,8 +88,8 @@ def batch_scores(job: dict) -> list[float]:
 def main(job_path: str) -> None:
     with open(job_path) as f:
         job = json.load(f)
-    scores, seconds = grouped_scores(job)
-    out = {"scores": scores, "seconds": seconds}
+    scores, seconds, started_at = grouped_scores(job)
+    out = {"scores": scores, "seconds": seconds, "started_at": started_at}
     if "batch_kwargs" in job:
         out["batch_scores"] = batch_scores(job)
     json.dump(out, sys.stdout)
