@@ -182,7 +182,7 @@ class BusyFigures:
 
     def start(self) -> None:
         """Request the first compute, wait for it and request the next."""
-        from webapp.work import batch_figures_stale
+        from webapp.derived import batch_figures_stale
 
         batch_figures_stale(self.batch_id)
         while (state := figures_state(self.batch_id))[0] is not None:
@@ -192,7 +192,7 @@ class BusyFigures:
 
     def again(self) -> None:
         """Request the next compute if the last one is stored, counting it."""
-        from webapp.work import batch_figures_stale
+        from webapp.derived import batch_figures_stale
 
         requested, seconds = figures_state(self.batch_id)
         if requested is None:

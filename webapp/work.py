@@ -1,7 +1,8 @@
-"""Background work, one way for every kind: sending tasks, claimed work, and stale derived data.
+"""Background work, one way for every kind: sending tasks and claimed work (derived data, the
+caches that writes make stale, is webapp/derived.py, on top of this).
 
 Workers run tasks that the web app sends by name (`webapp.jobs`); messages carry primary keys
-only and may be lost, delayed or delivered twice, so the database holds the state. Three
+only and may be lost, delayed or delivered twice, so the database holds the state. Two
 patterns, each written once here:
 
 - **Sending** (`send`, `send_after_commit`). A message goes out once the transaction that made
@@ -26,24 +27,6 @@ patterns, each written once here:
   (its worker lost, its time up, an error worth another try), ends by `attempt_lost`: queued
   again, failed out of attempts, or cancelled with its work.
 
-- **Derived data** (a `Derived` kind: the render store, the search index, the audit
-  dashboard's figures, a batch's figures for its run page and for its grading panel). Each is
-  declared once, below, since other features' writes make it stale, and computed by its own
-  feature. One protocol:
-
-      a write ─commits─▶ mark_stale ─▶ mark_requested: its rows requested now ─▶ send_derived
-      a page (a part missing) ───────▶ mark_requested     (only if none was requested already)
-      the worker: recompute ─▶ recomputed: the requests made before it read the data cleared;
-                                           one made since ─▶ send_derived after repeat_after_s
-      the sweep: sweep_derived ─▶ due rows none of whose `quiet` fields moved for `lost_after`
-                                  ─▶ send_derived again
-
-  Many writes while a recompute is pending send one message. The render store marks nothing
-  (a lost render is made on the first visit of its group), and the search index's rows are
-  due while they count fewer trajectories than their batch. The tasks are idempotent and go to
-  a queue of their own (`DERIVED`), so that their workers never hold a process that gradings,
-  exports or the evidence pass wait for.
-
 Per-kind settings, each read from GAGAR_<KIND>_<NAME> (`setting`): LEASE, HEARTBEAT,
 MAX_ATTEMPTS, RESEND_AFTER for claimed kinds, SOFT_TIME_LIMIT and TIME_LIMIT for every task
 (`time_limits`), so that an export's limits never govern a grading or a render.
@@ -56,7 +39,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import traceback
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -70,17 +52,7 @@ from django.db.models import F, Model, Q, QuerySet
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 
-from webapp.jobs import (
-    AUDIT_FIGURES_TASK,
-    CPU,
-    DERIVED,
-    GRADING_PANEL_TASK,
-    RENDER_TASK,
-    RUN_FIGURES_TASK,
-    SEARCH_INDEX_TASK,
-    app,
-)
-from webapp.models import AuditFigures, BatchFigures, GradingPanel, SearchState
+from webapp.jobs import CPU, app
 
 log = logging.getLogger(__name__)
 
@@ -134,9 +106,9 @@ class Sending:
     broker_error: str = ""
 
 
-def send_after_commit(send_now: Callable[[], None], *, waiting: str, derived: bool = False) -> Sending:
-    """Run `send_now` once the transaction in progress commits (at once outside one); `derived`
-    data's as `on_commit_derived` says. A broker that refuses is logged, saying what is
+def send_after_commit(send_now: Callable[[], None], *, waiting: str) -> Sending:
+    """Run `send_now` once the transaction in progress commits (at once outside one). A broker
+    that refuses is logged, saying what is
     `waiting` and for what, and kept in the answer; never raised: the rows are committed, and
     their sweep or first use makes up for it."""
     sending = Sending()
@@ -148,44 +120,8 @@ def send_after_commit(send_now: Callable[[], None], *, waiting: str, derived: bo
             log.warning("%s: %s", waiting, error)
             sending.broker_error = str(error)
 
-    if derived:
-        on_commit_derived(after_commit)
-    else:
-        transaction.on_commit(after_commit, robust=True)
+    transaction.on_commit(after_commit, robust=True)
     return sending
-
-
-_held = threading.local()
-
-
-@contextmanager
-def derived_data_last() -> Iterator[None]:
-    """Within, derived data's hooks (`on_commit_derived`) are held, and registered when the
-    block ends: they run after every other hook of the transaction, the block's included.
-    For an online step: its import asks for renders, the index and figures before its launch
-    asks for gradings, and a free process of a worker that serves both queues takes the first
-    message sent, while the trainer waits for the gradings. Use it inside the transaction's
-    `atomic` block, so that it ends first."""
-    if getattr(_held, "hooks", None) is not None:  # nested: the outer block registers them
-        yield
-        return
-    _held.hooks = []
-    try:
-        yield
-        for hook in _held.hooks:
-            transaction.on_commit(hook, robust=True)
-    finally:
-        _held.hooks = None
-
-
-def on_commit_derived(hook: Callable[[], None]) -> None:
-    """Register `hook`, which sends a derived data's recompute, to run on commit; inside
-    `derived_data_last`, when that block ends."""
-    hooks = getattr(_held, "hooks", None)
-    if hooks is None:
-        transaction.on_commit(hook, robust=True)
-    else:
-        hooks.append(hook)
 
 
 # --- claimed work -------------------------------------------------------------------------
@@ -437,204 +373,3 @@ def broker_swept(mark: str) -> None:
     """Leave `mark` (from `broker_forgot`) once its kind's messages were sent again."""
     with broker_connection() as broker:
         broker.default_channel.client.hset(SWEPT_MARKS, mark, timezone.now().isoformat())
-
-
-# --- derived data -------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Derived:
-    """A kind of derived data: a cache that writes make stale and a worker recomputes, on the
-    DERIVED queue. Its store (`model`) holds a row per part that a message recomputes, with
-    `sent_at` (when the last message of its key went out) and, where requests are marked,
-    `requested_at` (since when a recompute is due; null once done). Declared below, one
-    constant per kind, because other features' writes make it stale; its feature computes it."""
-
-    kind: str  # its settings' prefix (GAGAR_<KIND>_SOFT_TIME_LIMIT...) and its name in the logs
-    task: str
-    waiting: str  # what waits, said in the log, when the broker refuses its message
-    model: type[Model] | None = None  # None: nothing stored to mark or sweep, a lost message costs a first view
-    key: str | None = "batch_id"  # the store's field a message carries; None: one message, no arguments,
-    # recomputes every due row
-    due: Q = Q(requested_at__isnull=False)  # the rows whose recompute is due
-    quiet: tuple[str, ...] = ("requested_at", "sent_at")  # a due row none of these moved for `lost_after` is lost
-    lost_after: timedelta = timedelta(minutes=1)
-    repeat_after_s: float = 2  # a part requested again while it was computed is computed again this long after
-    sweep_sends: int | None = None  # messages a sweep sends at most (the next sends the rest); None: all
-
-
-# The render store (webapp.html.renders): a lost render is made when its group is first shown.
-RENDERS = Derived(kind="render", task=RENDER_TASK, waiting="patches render on first view")
-# The search index (webapp.search.services): a batch is due while its state counts fewer
-# trajectories indexed than it holds; its worker's progress (`indexed_at`) keeps it from the sweep.
-SEARCH_INDEX = Derived(kind="search", task=SEARCH_INDEX_TASK, model=SearchState,
-                       due=Q(n_indexed__lt=F("batch__n_trajectories")), quiet=("sent_at", "indexed_at"),
-                       lost_after=timedelta(minutes=5),
-                       waiting="not indexed for search yet, the search sweep sends it later")
-# The audit dashboard's parts (webapp.audit.figures, .refresh): one message recomputes every
-# requested part; a part requested again by its sweep has its message sent again.
-AUDIT_FIGURES = Derived(kind="audit_figures", task=AUDIT_FIGURES_TASK, model=AuditFigures, key=None,
-                        quiet=("requested_at",), repeat_after_s=5,
-                        waiting="recompute not queued, the sweep sends it again")
-# A batch's figures: its run page's (webapp.runs.figures) and its grading panel's
-# (webapp.grading.figures), each stored by `recompute`.
-RUN_FIGURES = Derived(kind="run_figures", task=RUN_FIGURES_TASK, model=BatchFigures, sweep_sends=200,
-                      waiting="recompute not queued, the sweep sends it again")
-GRADING_PANEL = Derived(kind="grading_panel", task=GRADING_PANEL_TASK, model=GradingPanel, sweep_sends=200,
-                        waiting="recompute not queued, the sweep sends it again")
-DERIVED_KINDS = (RENDERS, SEARCH_INDEX, AUDIT_FIGURES, RUN_FIGURES, GRADING_PANEL)
-# How much of a failed recompute's reason its row keeps.
-FAILURE_CHARS = 2000
-
-
-class DataChanged(Exception):
-    """The data changed while a recompute read it: nothing is stored, and it runs again."""
-
-
-def _rows_of(work: Derived, key) -> QuerySet:
-    """The store's rows a message of `key` recomputes (every row, for a kind of one message)."""
-    rows = work.model.objects.all()
-    return rows if work.key is None else rows.filter(**{work.key: key})
-
-
-def send_derived(work: Derived, key=None, *, countdown: float | None = None) -> bool:
-    """Send the recompute of `key` (a kind of one message: no key) and record when; False when
-    the broker refused (logged, saying what waits: the kind's sweep or first use makes up for it)."""
-    try:
-        send(work.task, [{} if work.key is None else {work.key: key}], queue=DERIVED, countdown=countdown)
-    except BrokerUnavailable as error:
-        log.warning("%s%s: %s: %s", work.kind, "" if work.key is None else f" {work.key}={key}", work.waiting, error)
-        return False
-    if work.model is not None and work.key is not None:
-        _rows_of(work, key).update(sent_at=timezone.now())
-    return True
-
-
-def send_derived_after_commit(work: Derived, key=None) -> None:
-    """`send_derived` once the transaction in progress commits, after its other messages
-    (`on_commit_derived`)."""
-    on_commit_derived(lambda: send_derived(work, key))
-
-
-def mark_requested(work: Derived, rows: QuerySet, *, key=None, new: Sequence[Model] = (), again: bool = False
-                   ) -> bool:
-    """Mark `rows` of the store (all of `key`'s, for a kind with keys) requested now, `new` rows
-    created first (those there already are left as they are), and once the transaction in
-    progress commits send the recompute, only if one of them was not requested already: many
-    requests while one is pending send one message. `again`: those requested already are
-    requested now, so that a recompute already queued or running, which may have read the data
-    before the write that asks, runs again (`recomputed`). True if a message is to go."""
-    now = timezone.now()
-    with transaction.atomic():
-        if new:
-            work.model.objects.bulk_create(new, ignore_conflicts=True)
-        newly = rows.filter(requested_at=None).update(requested_at=now)
-        if again:
-            rows.filter(requested_at__lt=now).update(requested_at=now)
-    if newly:
-        send_derived_after_commit(work, key)
-    return bool(newly)
-
-
-def mark_stale(work: Derived, rows: QuerySet, *, key=None, new: Sequence[Model] = ()) -> None:
-    """After a write that changes what `rows` are computed from: once it commits, request them
-    again (`mark_requested`, `again`), outside its transaction, whose locks it need not hold."""
-    on_commit_derived(lambda: mark_requested(work, rows, key=key, new=new, again=True))
-
-
-def recomputed(work: Derived, started: datetime, key=None, **fields) -> bool:
-    """After a recompute of `key`'s rows that read its data from `started` on: clear their
-    requests made until then (setting `fields` on them too); if one of them is requested still,
-    by a write since, send the recompute again after `repeat_after_s`. True then."""
-    rows = _rows_of(work, key)
-    rows.filter(requested_at__lte=started).update(requested_at=None, **fields)
-    again = rows.filter(work.due).exists()
-    if again:
-        send_derived(work, key, countdown=work.repeat_after_s)
-    return again
-
-
-def recompute(work: Derived, key, compute: Callable[[], dict | None]) -> None:
-    """In a worker: store `key`'s row as `compute()` gives its fields (None: nothing to store, its
-    subject is gone), unless it was computed since it was last requested (a message sent
-    twice), and clear the requests it answers (`recomputed`). A compute that raises DataChanged
-    runs again after `repeat_after_s`; one that fails records why in the row's `error`, which
-    keeps its previous figures. For a store of one row per key with `computed_at` and `error`."""
-    started = timezone.now()
-    asked = _rows_of(work, key).values_list("requested_at", "computed_at").first()
-    if asked is not None and asked[0] is None and asked[1] is not None:
-        return
-    try:
-        fields = compute()
-    except DataChanged:
-        send_derived(work, key, countdown=work.repeat_after_s)
-        return
-    except Exception as error:  # one key's failure must not hide the others' figures
-        log.exception("%s %s=%s failed", work.kind, work.key, key)
-        recomputed(work, started, key, error=f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"
-                   [:FAILURE_CHARS])
-        return
-    if fields is None:
-        return
-    work.model.objects.update_or_create(**{work.key: key}, defaults={**fields, "computed_at": timezone.now(),
-                                                                     "error": ""})
-    recomputed(work, started, key)
-
-
-def sweep_derived(work: Derived) -> int:
-    """Send again the recomputes whose message is lost: due rows none of whose `quiet` fields
-    moved for `lost_after` (the broker refused or lost the message, or its worker died). A kind
-    with keys sends each key's message, oldest first, up to `sweep_sends`, and stops at the
-    first the broker refuses (the next sweep tries again); a kind of one message requests its
-    lost rows again and sends it. How many rows were sent again."""
-    if work.model is None:
-        return 0
-    now = timezone.now()
-    lost = work.model.objects.filter(work.due)
-    for name in work.quiet:
-        lost = lost.filter(Q(**{name: None}) | Q(**{f"{name}__lt": now - work.lost_after}))
-    if work.key is None:
-        sent = lost.update(requested_at=now)
-        if sent:
-            send_derived(work)
-    else:
-        sent = 0
-        for key in list(lost.order_by(work.quiet[0], work.key).values_list(work.key, flat=True)[:work.sweep_sends]):
-            if not send_derived(work, key):
-                break
-            sent += 1
-    if sent:
-        log.warning("%s sweep: %d lost recomputes sent again", work.kind, sent)
-    return sent
-
-
-def renders_stale(batch_id: int) -> None:
-    """After an import: once it commits, have a worker render the batch's patches."""
-    send_derived_after_commit(RENDERS, batch_id)
-
-
-def search_stale(batch_id: int) -> None:
-    """After an import, in its transaction: give the batch its index state (nothing indexed yet,
-    the first import), and once it commits, have a worker index the new rows."""
-    SearchState.objects.get_or_create(batch_id=batch_id)
-    send_derived_after_commit(SEARCH_INDEX, batch_id)
-
-
-def figures_stale(batch_id: int, kinds: tuple[str, ...], version: str | None = None) -> None:
-    """After a write that changes the data of the audit dashboard's parts of these `kinds` over
-    `batch_id` (and so over every batch), of `version` (None: of every version): once it
-    commits, request those that were ever computed (the others are computed when first shown):
-    a grading run of 10,000 groups sends one message while the recompute is pending."""
-    rows = AuditFigures.objects.filter(Q(batch_id=batch_id) | Q(batch=None), kind__in=kinds)
-    if version is not None:
-        rows = rows.filter(version__in=(version, ""))
-    mark_stale(AUDIT_FIGURES, rows)
-
-
-def batch_figures_stale(batch_id: int) -> None:
-    """After a write that changes what a batch's figures are computed from (an import, a
-    grading, a human ranking, its advantage config): once it commits, request its run page's
-    and its grading panel's (the pages show the previous ones as updating): grading a step's
-    groups sends one message of each while its recompute is pending."""
-    for work in (RUN_FIGURES, GRADING_PANEL):
-        mark_stale(work, work.model.objects.filter(batch_id=batch_id), key=batch_id,
-                   new=[work.model(batch_id=batch_id)])

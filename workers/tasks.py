@@ -11,7 +11,7 @@ died of it in turn while every other task waited behind it.
 
 A pool process killed mid-task (the kernel's out-of-memory killer) is a lost worker: a
 grading or export is claimed, so its message handed again finds it taken and its lease
-decides; derived data (webapp/work.py `Derived`: renders, the search index, the audit, run
+decides; derived data (webapp/derived.py `Derived`: renders, the search index, the audit, run
 and grading panel figures) is not, so a lost one drops its message instead of handing it to
 the next worker: a patch not rendered is rendered when its group is first shown, and the
 derived data's sweep sends the others again later.
@@ -25,15 +25,7 @@ from django.db import InterfaceError, OperationalError
 
 from grading.sandbox import SandboxConfigError
 from webapp.audit.services import figures_refresh
-from webapp.evidence.services import OVER, evidence_check_sandbox, evidence_process, evidence_sweep
-from webapp.exports.services import export_build, exports_sweep
-from webapp.grading.services import gradings_release, gradings_sweep, panel_refresh
-from webapp.grading.worker import gradings_process
-from webapp.html.renders import batch_render, renders_sweep
-from webapp.jobs import EVIDENCE_TASK, EXPORT_TASK, GRADE_TASK, SWEEP_TASK, app
-from webapp.runs.services import figures_refresh as run_figures_refresh
-from webapp.search.services import batch_index
-from webapp.work import (
+from webapp.derived import (
     AUDIT_FIGURES,
     DERIVED_KINDS,
     GRADING_PANEL,
@@ -42,8 +34,16 @@ from webapp.work import (
     SEARCH_INDEX,
     Derived,
     sweep_derived,
-    time_limits,
 )
+from webapp.evidence.services import OVER, evidence_check_sandbox, evidence_process, evidence_sweep
+from webapp.exports.services import export_build, exports_sweep
+from webapp.grading.services import gradings_release, gradings_sweep, panel_refresh
+from webapp.grading.worker import gradings_process
+from webapp.html.renders import batch_render, renders_sweep
+from webapp.jobs import EVIDENCE_TASK, EXPORT_TASK, GRADE_TASK, SWEEP_TASK, app
+from webapp.runs.services import figures_refresh as run_figures_refresh
+from webapp.search.services import batch_index
+from webapp.work import time_limits
 
 log = logging.getLogger(__name__)
 

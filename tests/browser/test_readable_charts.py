@@ -66,7 +66,7 @@ def runs(tmp_path, monkeypatch):
     from webapp.models import Run
     from webapp.runs.services import figures_refresh
 
-    monkeypatch.setattr("webapp.work.send", lambda *a, **k: None)  # the figures are computed here, below
+    monkeypatch.setattr("webapp.derived.send", lambda *a, **k: None)  # the figures are computed here, below
     for name, graded in (("gagar-run", True), ("grpo-run", False)):
         for batch, _ in make_run(tmp_path, name, steps=4, graded=graded, seed=len(name)).values():
             figures_refresh(batch.pk)

@@ -11,10 +11,10 @@ from django.apps import apps
 ROOT = Path(__file__).resolve().parents[2]
 FEATURES = ("batches", "review", "grading", "annotation", "exports", "api", "search", "audit", "runs",
             "evidence")
-SHARED = ("models", "roles", "rankings", "advantages", "triage", "cases", "bulk", "jobs", "work", "html", "params",
-          "names")
+SHARED = ("models", "roles", "rankings", "advantages", "triage", "cases", "bulk", "jobs", "work", "derived", "html",
+          "params", "names")
 # The only arrows between features, each one way; docs/architecture.md draws the same. A write
-# that makes another feature's data stale calls webapp/work.py; the group page, which several
+# that makes another feature's data stale calls webapp/derived.py; the group page, which several
 # features show, is composed above them in webapp/grouppage.py.
 FEATURE_ARROWS = {("api", "batches"), ("api", "grading"), ("api", "exports"), ("audit", "grading"), ("api", "runs"),
                   ("runs", "exports"), ("runs", "search"), ("grading", "evidence")}
@@ -44,7 +44,7 @@ TABLE_OWNERS = {
     # models/search.py, and the index itself (no model: webapp/migrations/0010_search_index.py)
     "SearchState": "search", "webapp_search_entry": "search",
 }
-# Caches that writes make stale and their owner recomputes: webapp/work.py's derived kinds'
+# Caches that writes make stale and their owner recomputes: webapp/derived.py's kinds'
 # stores, the render store's holds, and the audit's reference-fix proxies.
 DERIVED_STORES = ("BatchFigures", "GradingPanel", "AuditFigures", "SearchState", "PatchRender", "BatchPatch",
                   "ReferenceProxy")
@@ -78,8 +78,8 @@ def test_the_web_app_never_imports_the_workers():
 
 def test_workers_call_services_and_the_job_definitions_only():
     allowed = ("webapp.grading.services", "webapp.grading.worker", "webapp.exports.services", "webapp.jobs",
-               "webapp.work", "webapp.html.renders", "webapp.search.services", "webapp.audit.services",
-               "webapp.runs.services", "webapp.evidence.services")
+               "webapp.work", "webapp.derived", "webapp.html.renders", "webapp.search.services",
+               "webapp.audit.services", "webapp.runs.services", "webapp.evidence.services")
     bad = {str(path): sorted(n for n in names if under(n, "webapp") and not under(n, *allowed))
            for path, names in modules("workers")}
     assert {path: names for path, names in bad.items() if names} == {}
@@ -116,10 +116,12 @@ def test_only_views_import_the_group_page():
     assert bad == []
 
 
-def test_the_work_module_names_tasks_and_shared_models_only():
-    names = imports(ROOT / "webapp" / "work.py")
-    assert {n for n in names if under(n, "webapp")} <= {"webapp.jobs", "webapp.models"} | {
-        n for n in names if n.startswith(("webapp.jobs.", "webapp.models."))}
+def test_background_work_names_tasks_and_shared_models_only():
+    """webapp/work.py and webapp/derived.py, on top of it: features call them, they call no feature."""
+    for module, floor in (("work", ("webapp.jobs", "webapp.models")),
+                          ("derived", ("webapp.jobs", "webapp.models", "webapp.work"))):
+        names = imports(ROOT / "webapp" / f"{module}.py")
+        assert all(under(n, *floor) for n in names if under(n, "webapp")), module
 
 
 def test_each_feature_folder_holds_its_views_urls_and_templates():
@@ -237,7 +239,7 @@ def test_the_raw_sql_reader_finds_tables_however_they_are_named():
 def test_derived_stores_are_imported_by_their_owner_and_the_floor_only():
     """A derived data's store (a cache its owner recomputes) is read and written by its owner;
     another feature asks the owner's selectors or services, and marks it stale through
-    webapp/work.py."""
+    webapp/derived.py."""
     bad = {}
     for path, names in modules("webapp"):
         owner = owner_of(path)

@@ -9,11 +9,11 @@ from tests.webapp.annotationdata import save
 from tests.workers.conftest import make_batch, wait_until
 from webapp.audit import figures
 from webapp.audit.refresh import request
+from webapp.derived import AUDIT_FIGURES, sweep_derived
 from webapp.grading.services import grading_launch
 from webapp.models import AuditFigures, Grading
 from webapp.rankings import UNRESTRICTED
 from webapp.roles import ANNOTATOR
-from webapp.work import AUDIT_FIGURES, sweep_derived
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,10 +8,10 @@ from django.utils import timezone
 
 from tests.webapp.runs.rundata import import_step, step_records
 from tests.workers.conftest import wait_until
+from webapp.derived import RUN_FIGURES, sweep_derived
 from webapp.grading.services import grading_launch
 from webapp.models import BatchFigures, Grading, GradingPanel
 from webapp.runs.services import figures_refresh
-from webapp.work import RUN_FIGURES, sweep_derived
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

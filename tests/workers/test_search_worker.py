@@ -12,10 +12,10 @@ from tests.factories import group, rollout, write_jsonl
 from tests.webapp.reviewdata import MESSAGES, import_batch, records
 from tests.workers.conftest import wait_until
 from webapp.batches.services import batch_import
+from webapp.derived import SEARCH_INDEX, sweep_derived
 from webapp.jobs import DERIVED, SEARCH_INDEX_TASK
 from webapp.models import SearchState
 from webapp.search import selectors
-from webapp.work import SEARCH_INDEX, sweep_derived
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

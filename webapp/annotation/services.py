@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from grading.rankings import FLAGS, InvalidRanking, validate_ranking
 from grading.sft import grader_text
-from webapp import work
+from webapp import derived
 from webapp.annotation.selectors import held_lease, queue_groups
 from webapp.models import Annotation, AnnotationPolicy, Batch, Grading, Group, Lease, Trajectory
 from webapp.rankings import corrected_passing
@@ -155,8 +155,8 @@ def _insert(*, group: Group, user, independent: bool, based_on_version: int, **f
                 _complete_lease(group, user)
             triage_refresh([group.pk])
             # The dashboard's figures against people: a ranking, and the lucky passes its verdicts mark.
-            work.figures_stale(group.batch_id, ("correctness", "agreement", "concordance"))
-            work.batch_figures_stale(group.batch_id)  # its step's overrides and agreement, its advantages
+            derived.figures_stale(group.batch_id, ("correctness", "agreement", "concordance"))
+            derived.batch_figures_stale(group.batch_id)  # its step's overrides and agreement, its advantages
             return annotation
     except IntegrityError:
         # The constraints back the check: a save based on the same version of this chain landed

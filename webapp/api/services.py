@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from grading.profiles import ProfileError, load_profiles
 from grading.rollouts import RolloutFormatError
-from webapp import work
+from webapp import derived
 from webapp.advantages.config import DEFAULT_CONFIG, parse_advantage_config
 from webapp.advantages.services import advantage_config_update
 from webapp.api.selectors import token_digest
@@ -123,7 +123,7 @@ def step_submit(*, path: Path, run: str, step: int, grader: str, config: dict | 
         advantages = parse_advantage_config(config or {}, base=DEFAULT_CONFIG)
     except ValueError as error:
         raise InputError([f"config: {error}"]) from None
-    with transaction.atomic(), work.derived_data_last():  # the trainer waits for the gradings, not the renders
+    with transaction.atomic(), derived.derived_data_last():  # the trainer waits for the gradings, not the renders
         imported = step_import(
             run_name=run, number=step, append=append, retry_ok=True, user=user,
             import_batch=lambda name, extend: rollouts_import(path=path, batch_name=name, user=user,

@@ -1,12 +1,12 @@
 """The stored parts of the audit dashboard's figures (`AuditFigures`), shared by every web
-process: webapp.audit.figures computes them, and webapp/work.py's derived data protocol keeps
-them current (the kind `work.AUDIT_FIGURES`).
+process: webapp.audit.figures computes them, and webapp/derived.py's protocol keeps
+them current (the kind `derived.AUDIT_FIGURES`).
 
 A part is one kind of figures ("agreement", "gradings", "verdicts", "drift") over one batch
 or every batch, for one grader version (none for the drift). Its row holds the figures as
 JSON, the watermark of the data they were computed from, and `requested_at` while a
 recompute is queued. A write that stales parts (a finished grading, a human ranking, a gold
-mark) calls webapp/work.py's `figures_stale`, and a page that shows a stale or missing part
+mark) calls webapp/derived.py's `figures_stale`, and a page that shows a stale or missing part
 asks for it here (`request`): the parts are marked requested and one message goes to the
 worker, only if none of them was requested already. The worker's task recomputes every
 requested part (webapp.audit.services.figures_refresh) and sends itself again, after a pause,
@@ -29,7 +29,7 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from webapp import work
+from webapp import derived
 from webapp.models import AuditFigures
 
 FAILED = "failed"  # the only key of a part's payload when its recompute failed
@@ -78,9 +78,10 @@ def request(parts: list[tuple[str, int | None, str]], *, stored: set[str]) -> No
     """Queue a recompute of `parts` (kind, batch pk, version) that are not requested yet; those
     whose keys are not in `stored` have no row yet and get one. One message, sent once the
     transaction in progress commits."""
-    work.mark_requested(work.AUDIT_FIGURES, AuditFigures.objects.filter(key__in=[part_key(*part) for part in parts]),
-                        new=[AuditFigures(key=part_key(*part), kind=part[0], batch_id=part[1], version=part[2])
-                             for part in parts if part_key(*part) not in stored])
+    rows = AuditFigures.objects.filter(key__in=[part_key(*part) for part in parts])
+    derived.mark_requested(derived.AUDIT_FIGURES, rows,
+                           new=[AuditFigures(key=part_key(*part), kind=part[0], batch_id=part[1], version=part[2])
+                                for part in parts if part_key(*part) not in stored])
 
 
 def requested() -> list[tuple[str, int | None, str]]:

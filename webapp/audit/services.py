@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from django.db import IntegrityError, InterfaceError, OperationalError, transaction
 from django.utils import timezone
 
-from webapp import work
+from webapp import derived
 from webapp.audit import figures, refresh
 from webapp.audit.sampling import Plan
 from webapp.audit.selectors import corrected_ranking, may_audit, verified_ranking
@@ -74,7 +74,7 @@ def verdict_save(*, item: AuditItem, auditor, verdict: str, categories: Sequence
               "categories": [c for c in AuditVerdict.Category.values if c in set(categories)],
               "corrected_version": corrected.version if corrected is not None else None}
     row, _ = AuditVerdict.objects.update_or_create(item=item, auditor=auditor, defaults=fields)
-    work.figures_stale(item.group.batch_id, ("correctness",))  # its corrected ranking is a reference
+    derived.figures_stale(item.group.batch_id, ("correctness",))  # its corrected ranking is a reference
     return row
 
 
@@ -88,7 +88,7 @@ def gold_mark(*, group: Group, user) -> GoldGroup:
         raise AuditError(f"{group.group_id}: no human ranking to verify; rank the group first")
     row, _ = GoldGroup.objects.update_or_create(
         group=group, defaults={"annotation_version": ranking.version, "marked_by": user, "marked_at": timezone.now()})
-    work.figures_stale(group.batch_id, ("drift",))
+    derived.figures_stale(group.batch_id, ("drift",))
     return row
 
 
@@ -98,7 +98,7 @@ def gold_unmark(*, group: Group, user) -> bool:
         raise NotAllowed("only auditors and researchers change the gold set")
     deleted, _ = GoldGroup.objects.filter(group=group).delete()
     if deleted:
-        work.figures_stale(group.batch_id, ("drift",))
+        derived.figures_stale(group.batch_id, ("drift",))
     return bool(deleted)
 
 
@@ -134,7 +134,7 @@ def figures_refresh() -> None:
                 log.exception("audit figures (%s) of %s failed", ", ".join(computed), batch or "every batch")
                 figures.record_failure(batch, [(kind, version) for kind in computed for version in kinds[kind]],
                                        error)
-    work.recomputed(work.AUDIT_FIGURES, started)
+    derived.recomputed(derived.AUDIT_FIGURES, started)
 
 
 def _ranking_figures(batch: Batch | None, kinds: dict[str, set[str]], marks) -> None:

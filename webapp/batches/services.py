@@ -32,7 +32,7 @@ from grading.rollouts import (
     RolloutFormatError,
     legacy_content_hash,
 )
-from webapp import work
+from webapp import derived
 from webapp.bulk import insert_rows
 from webapp.models import Batch, Group, Trajectory, Transcript
 from webapp.names import is_utf8, name_problem
@@ -128,9 +128,9 @@ def batch_import(
             _refresh_counts(batch, writer.touched_group_pks)
             batch.sources = batch.sources + names
             batch.save()
-            work.renders_stale(batch.pk)  # the group pages of the new trajectories, ahead of the first visit
-            work.search_stale(batch.pk)  # search in the new trajectories: a worker indexes them
-            work.batch_figures_stale(batch.pk)  # the step's figures and the grading panel's
+            derived.renders_stale(batch.pk)  # the group pages of the new trajectories, ahead of the first visit
+            derived.search_stale(batch.pk)  # search in the new trajectories: a worker indexes them
+            derived.batch_figures_stale(batch.pk)  # the step's figures and the grading panel's
     return ImportResult(
         batch=batch,
         created=created,

@@ -1,7 +1,7 @@
 """The grading panel's figures of one batch: what the batch page's grading panel shows.
 
-Computed by a worker after each change of the batch (webapp/work.py `batch_figures_stale`, the
-kind `work.GRADING_PANEL`, webapp.grading.services.panel_refresh) and stored (`GradingPanel`);
+Computed by a worker after each change of the batch (webapp/derived.py `batch_figures_stale`, the
+kind `derived.GRADING_PANEL`, webapp.grading.services.panel_refresh) and stored (`GradingPanel`);
 the panel only reads them (webapp.grading.selectors). Over the whole batch, the grader's
 rankings included: computed UNRESTRICTED, and shown only to a viewer who may see every ranking
 of the batch (`Viewer.require_whole`).

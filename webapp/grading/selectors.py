@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Max
 
-from webapp import work
+from webapp import derived
 from webapp.advantages.chunks import AdvantageHistogram
 from webapp.models import Batch, Grading, GradingPanel, GradingRun, Group
 from webapp.rankings import UNRESTRICTED, RankingsHidden, Viewer, final_rankings
@@ -185,7 +185,7 @@ def panel_figures(batch: Batch, *, viewer: Viewer) -> PanelFigures:
     stored = GradingPanel.objects.filter(batch=batch)
     row = stored.values_list("figures", "requested_at", "computed_at", "error").first()
     if row is None:
-        work.mark_requested(work.GRADING_PANEL, stored, key=batch.pk, new=[GradingPanel(batch=batch)])
+        derived.mark_requested(derived.GRADING_PANEL, stored, key=batch.pk, new=[GradingPanel(batch=batch)])
         return PanelFigures(updating=True)
     panel, requested, computed, error = row
     histogram = None

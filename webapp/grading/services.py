@@ -40,7 +40,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from grading.profiles import QUEUES, Profile, ProfileError, load_profiles
-from webapp import work
+from webapp import derived, work
 from webapp.bulk import insert_rows
 from webapp.evidence.services import PENDING, evidence_launch, evidence_off_reason
 from webapp.grading import sql
@@ -157,7 +157,7 @@ def grading_launch(*, batch: Batch, grader: str, config: dict | None = None, use
         evidence_launch(group_pks=group_pks)  # its groups' gradings wait for it: not sent below
         if len(ids) >= ANALYZE_AFTER:
             transaction.on_commit(sql.analyze_gradings, robust=True)
-        work.batch_figures_stale(batch.pk)  # its groups are pending now
+        derived.batch_figures_stale(batch.pk)  # its groups are pending now
         return Launch(run=run, queued=len(ids), skipped=len(busy),
                       sending=work.send_claimed_after_commit(GRADINGS, [(pk, run.queue) for pk in ids]),
                       evidence_off=evidence_off_reason())
@@ -180,13 +180,13 @@ def gradings_sweep(*, resend_after: float | None = None) -> work.Sweep:
 
 def panel_refresh(batch_id: int) -> None:
     """Compute the grading panel's figures of batch `batch_id` and store them (a worker's task,
-    the kind `work.GRADING_PANEL`: `work.recompute` says what a failure or a write meanwhile does)."""
+    the kind `derived.GRADING_PANEL`: `derived.recompute` says what a failure or a write meanwhile does)."""
     def compute() -> dict | None:
         if not Batch.objects.filter(pk=batch_id).exists():
             return None  # deleted since it was asked for
         return {"figures": batch_panel(batch_id)}
 
-    work.recompute(work.GRADING_PANEL, batch_id, compute)
+    derived.recompute(derived.GRADING_PANEL, batch_id, compute)
 
 
 def grading_run_cancel(*, run: GradingRun, user) -> int:
@@ -199,7 +199,7 @@ def grading_run_cancel(*, run: GradingRun, user) -> int:
         # the same statement, and a grading it put back before sees the update below.
         GradingRun.objects.filter(pk=run.pk, cancelled_at=None).update(cancelled_at=now, cancelled_by=user)
         run.refresh_from_db(fields=["cancelled_at", "cancelled_by"])
-        work.batch_figures_stale(run.batch_id)  # its queued groups fall back, cancelled
+        derived.batch_figures_stale(run.batch_id)  # its queued groups fall back, cancelled
         return Grading.objects.filter(run=run, status=QUEUED).update(
             status=CANCELLED, finished_at=now, claim_token="", error=f"cancelled by {user.get_username()}")
 
@@ -215,5 +215,5 @@ def gradings_retry_failed(*, batch: Batch) -> Launch:
             attempt_limit=F("attempts") + work.setting(GRADINGS.kind, "MAX_ATTEMPTS"),
         )
         if rows:
-            work.batch_figures_stale(batch.pk)  # its failed groups are pending again
+            derived.batch_figures_stale(batch.pk)  # its failed groups are pending again
         return Launch(run=None, queued=len(rows), skipped=0, sending=work.send_claimed_after_commit(GRADINGS, rows))

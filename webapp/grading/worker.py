@@ -45,7 +45,7 @@ from grading.graders.base import Grader
 from grading.profiles import Profile, build_grader
 from grading.rankings import InvalidRanking, validate_ranking
 from grading.sandbox import SandboxConfigError
-from webapp import work
+from webapp import derived, work
 from webapp.cases import cases_from_rows
 from webapp.evidence.services import group_code, workroot
 from webapp.grading import sql
@@ -260,8 +260,8 @@ def _write(claims: list[_Claim], cases: list, outcomes: list, token: str, result
             if wrote:
                 _keep_transcript(claim, error)
         if version := run.grader_version or (done[0][1].version if done else ""):  # its audit dashboard figures
-            work.figures_stale(run.batch_id, ("correctness", "agreement", "gradings", "drift"), version)
-        work.batch_figures_stale(run.batch_id)  # its run's step figures and its grading panel
+            derived.figures_stale(run.batch_id, ("correctness", "agreement", "gradings", "drift"), version)
+        derived.batch_figures_stale(run.batch_id)  # its run's step figures and its grading panel
 
 
 def _spent(claim: _Claim, error: GraderError, now: datetime) -> dict:

@@ -10,7 +10,7 @@ Why no outbox and no claim (as gradings and exports have): a render is a
 cache. A lost message costs only what the first visit of a group costs
 without the store, two workers rendering the same patch store it once
 (the insert ignores a conflict), and there is nothing to resend; so the
-message is sent once the import commits (webapp/work.py: `renders_stale`, the
+message is sent once the import commits (webapp/derived.py: `renders_stale`, the
 derived kind `RENDERS`), and a broker outage is logged.
 
 Cleanup: a render is keyed by the digest of the patch text and shared by

@@ -2,12 +2,12 @@
 
 A run is what an RL researcher trains: the online step API, the trainer integrations and
 `import_rollouts --run NAME --step N` attach each step's batch to it. The figures of a batch
-are computed by a worker after each change of the batch (webapp/work.py's derived data) and
+are computed by a worker after each change of the batch (webapp/derived.py) and
 read by pages, never computed on a page's request: those of its run page (`BatchFigures`,
 webapp.runs.figures: pass rate, grading, advantage mass moved, lengths, flags, latency) and
 those of its grading panel (`GradingPanel`, webapp.grading.figures: the advantages'
-histogram, the capped flags, the progress). Both rows have one shape: the figures, and
-`computed_at`, `requested_at`, `sent_at`, `error`.
+histogram, the capped flags, the progress). Both rows have one shape (`BatchDerived`): the
+figures, and `computed_at`, `requested_at`, `sent_at`, `error`.
 """
 
 from django.conf import settings
@@ -54,19 +54,27 @@ class RunStep(models.Model):
         return f"{self.run_id}/step-{self.number}"
 
 
-class BatchFigures(models.Model):
-    """A batch's figures for its run page as a worker last computed them (`measures` and, flat,
-    `series`), and `requested_at` while a recompute is due: the figures shown then are the
-    previous ones, marked as updating."""
+class BatchDerived(models.Model):
+    """What a batch's stored figures share: when a worker last computed them, `requested_at`
+    while a recompute is due (the figures shown then are the previous ones, marked as
+    updating), when its message went out and why the last recompute failed."""
+
+    computed_at = models.DateTimeField(null=True, blank=True)
+    requested_at = models.DateTimeField(null=True, blank=True)
+    sent_at = models.DateTimeField(null=True, blank=True, help_text="When the last recompute message went out.")
+    error = models.TextField(blank=True, help_text="Why the last recompute failed; empty when it did not.")
+
+    class Meta:
+        abstract = True
+
+
+class BatchFigures(BatchDerived):
+    """A batch's figures for its run page (`measures` and, flat, `series`)."""
 
     batch = models.OneToOneField(Batch, on_delete=models.CASCADE, primary_key=True, related_name="figures")
     measures = models.JSONField(null=True, blank=True, help_text="Empty until first computed.")
     series = models.JSONField(null=True, blank=True, help_text="Each chart line's value, by line key: what the run "
                                                                "page reads (webapp.runs.selectors.series_row).")
-    computed_at = models.DateTimeField(null=True, blank=True)
-    requested_at = models.DateTimeField(null=True, blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True, help_text="When the last recompute message went out.")
-    error = models.TextField(blank=True, help_text="Why the last recompute failed; empty when it did not.")
 
     class Meta:
         indexes = [models.Index(fields=["requested_at"], condition=models.Q(requested_at__isnull=False),
@@ -76,16 +84,11 @@ class BatchFigures(models.Model):
         return f"figures of batch {self.batch_id}"
 
 
-class GradingPanel(models.Model):
-    """A batch's grading panel figures as a worker last computed them, and `requested_at` while
-    a recompute is due (as `BatchFigures`)."""
+class GradingPanel(BatchDerived):
+    """A batch's grading panel figures."""
 
     batch = models.OneToOneField(Batch, on_delete=models.CASCADE, primary_key=True, related_name="grading_panel")
     figures = models.JSONField(null=True, blank=True, help_text="Empty until first computed.")
-    computed_at = models.DateTimeField(null=True, blank=True)
-    requested_at = models.DateTimeField(null=True, blank=True)
-    sent_at = models.DateTimeField(null=True, blank=True, help_text="When the last recompute message went out.")
-    error = models.TextField(blank=True, help_text="Why the last recompute failed; empty when it did not.")
 
     class Meta:
         indexes = [models.Index(fields=["requested_at"], condition=models.Q(requested_at__isnull=False),

@@ -1,7 +1,7 @@
 """The figures of one batch, a run's step: what the run page charts.
 
-Computed by a worker after each change of the batch (webapp/work.py `batch_figures_stale`, the
-kind `work.RUN_FIGURES`) and stored (`BatchFigures`); pages only read them. Every figure is
+Computed by a worker after each change of the batch (webapp/derived.py `batch_figures_stale`, the
+kind `derived.RUN_FIGURES`) and stored (`BatchFigures`); pages only read them. Every figure is
 over the whole batch, the grader's rankings included: computed UNRESTRICTED, and shown only to
 a viewer who may see every ranking of the batch (`Viewer.require_whole`).
 
@@ -39,7 +39,7 @@ import numpy as np
 from django.db import connection
 
 from grading.rankings import FLAGS
-from webapp import work
+from webapp import derived
 from webapp.advantages.chunks import MISSING_SCORES, RANKING_MISMATCH
 from webapp.advantages.config import parse_advantage_config
 from webapp.advantages.selectors import advantage_chunks
@@ -52,7 +52,7 @@ PARTS = ("passing", "best", "worst", "failing")
 GRADING_STATES = ("graded", "pending", "failed", "cancelled", "unusable", "timeout", "not_launched")
 
 
-class BatchChanged(work.DataChanged):
+class BatchChanged(derived.DataChanged):
     """An import added to the batch between two of the reads its figures are made of: that
     import requested them again, so they are computed again, not stored."""
 

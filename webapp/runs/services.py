@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from webapp import work
+from webapp import derived
 from webapp.html.renders import renders_release
 from webapp.models import Batch, Run, RunStep, Trajectory, Transcript
 from webapp.models.runs import RUN_NAME_MAX_CHARS
@@ -121,8 +121,8 @@ def step_answered(batch: Batch) -> None:
 
 def figures_refresh(batch_id: int) -> None:
     """Compute the figures of batch `batch_id` for its run page and store them (a worker's task,
-    the kind `work.RUN_FIGURES`: `work.recompute` says what a failure or a write meanwhile does)."""
-    work.recompute(work.RUN_FIGURES, batch_id, lambda: _figures(batch_id))
+    the kind `derived.RUN_FIGURES`: `derived.recompute` says what a failure or a write meanwhile does)."""
+    derived.recompute(derived.RUN_FIGURES, batch_id, lambda: _figures(batch_id))
 
 
 def _figures(batch_id: int) -> dict | None:

@@ -5,8 +5,8 @@ A worker writes the entries after each import commits (`batch_index`), not the i
 itself: a trigram index costs time per character indexed, which made PostgreSQL imports
 four times slower. So the index of a batch may be incomplete for a while; its
 SearchState row says how far it got, and the search page says so. The import sends the
-message once it commits (webapp/work.py, `search_stale`); the derived data's sweep
-(`work.sweep_derived(work.SEARCH_INDEX)`) sends it again for a batch whose index is incomplete
+message once it commits (webapp/derived.py, `search_stale`); the derived data's sweep
+(`derived.sweep_derived(derived.SEARCH_INDEX)`) sends it again for a batch whose index is incomplete
 and that nothing moved for a while (the broker was down, lost the message, or the worker
 died). A worker indexes the trajectories past
 the state's `indexed_through`, CHUNK_TRAJECTORIES at a time, committing the entries and

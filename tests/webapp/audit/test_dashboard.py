@@ -25,10 +25,10 @@ from tests.webapp.audit.auditdata import make_set
 from webapp.audit import figures
 from webapp.audit.services import figures_refresh, gold_mark, verdict_save
 from webapp.audit.tables import dashboard_tables
+from webapp.derived import AUDIT_FIGURES, sweep_derived
 from webapp.models import AuditFigures, Grading, GradingRun, Group, ReferenceProxy, Trajectory
 from webapp.rankings import UNRESTRICTED
 from webapp.roles import ANNOTATOR
-from webapp.work import AUDIT_FIGURES, sweep_derived
 
 pytestmark = pytest.mark.django_db
 

@@ -17,11 +17,11 @@ from tests.webapp.runs.rundata import make_run
 from webapp.advantages.config import parse_advantage_config
 from webapp.advantages.services import advantage_config_update
 from webapp.annotation.services import ranking_save
+from webapp.derived import RUN_FIGURES, sweep_derived
 from webapp.models import BatchFigures, Group, Run
 from webapp.rankings import UNRESTRICTED, final_rankings
 from webapp.runs import selectors
 from webapp.runs.services import figures_refresh
-from webapp.work import RUN_FIGURES, sweep_derived
 
 pytestmark = pytest.mark.django_db
 
@@ -170,7 +170,7 @@ def test_a_failed_recompute_keeps_the_previous_figures_and_says_why(tmp_path, mo
 
 def test_the_sweep_sends_again_what_was_requested_long_ago_and_not_sent_since(tmp_path, monkeypatch):
     sent = []
-    monkeypatch.setattr("webapp.work.send", lambda task, messages, **kw: sent.extend(messages))
+    monkeypatch.setattr("webapp.derived.send", lambda task, messages, **kw: sent.extend(messages))
     batch, _ = make_run(tmp_path, "r", steps=1, graded=False)[0]
     long_ago = timezone.now() - timezone.timedelta(minutes=5)
     BatchFigures.objects.update_or_create(batch=batch, defaults={"requested_at": long_ago, "sent_at": long_ago})

@@ -16,10 +16,10 @@ from grading.rollouts import RolloutFormatError
 from tests.factories import group, rollout, write_jsonl
 from tests.webapp.reviewdata import MESSAGES, import_batch, records
 from webapp.batches.services import batch_import
+from webapp.derived import SEARCH_INDEX, sweep_derived
 from webapp.models import Batch, SearchState, Trajectory
 from webapp.search import services
 from webapp.search.services import TABLE, batch_index, turn_text
-from webapp.work import SEARCH_INDEX, sweep_derived
 
 BEFORE_THE_INDEX = [("webapp", "0009_group_triage")]
 
