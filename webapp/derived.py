@@ -6,12 +6,15 @@ other features' writes make it stale, and computed by its own feature. One proto
 
     a write ─commits─▶ mark_stale ─▶ mark_requested: its rows requested now ─▶ send_derived
     a page (a part missing) ───────▶ mark_requested     (only if none was requested already)
-    the worker: recompute ─▶ recomputed: the requests made before it read the data cleared;
-                                         one made since ─▶ send_derived after repeat_after_s
+    the worker: recompute_pass ─▶ recomputed: the requests made before it read the data cleared;
+                                              one made since ─▶ send_derived after repeat_after_s
     the sweep: sweep_derived ─▶ due rows none of whose `quiet` fields moved for `lost_after`
                                 ─▶ send_derived again
 
-Many writes while a recompute is pending send one message. The render store marks nothing (a
+Many writes while a recompute is pending send one message. Kinds computed from the same data
+share one task (a batch's run page figures and grading panel: its advantages): their message
+recomputes each one requested, in one pass over that data, each part reduced by its own
+feature (`recompute_pass`, `Part`). The render store marks nothing (a
 lost render is made on the first visit of its group), and the search index's rows are due
 while they count fewer trajectories than their batch. The tasks are idempotent and go to a
 queue of their own (`DERIVED`), so that their workers never hold a process that gradings,
@@ -26,23 +29,17 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, Protocol
 
 from django.db import transaction
 from django.db.models import F, Model, Q, QuerySet
 from django.utils import timezone
 
-from webapp.jobs import (
-    AUDIT_FIGURES_TASK,
-    DERIVED,
-    GRADING_PANEL_TASK,
-    RENDER_TASK,
-    RUN_FIGURES_TASK,
-    SEARCH_INDEX_TASK,
-)
+from webapp.jobs import AUDIT_FIGURES_TASK, BATCH_FIGURES_TASK, DERIVED, RENDER_TASK, SEARCH_INDEX_TASK
 from webapp.models import AuditFigures, BatchFigures, GradingPanel, SearchState
 from webapp.work import BrokerUnavailable, send
 
@@ -84,11 +81,13 @@ AUDIT_FIGURES = Derived(kind="audit_figures", task=AUDIT_FIGURES_TASK, model=Aud
                         quiet=("requested_at",), repeat_after_s=5,
                         waiting="recompute not queued, the sweep sends it again")
 # A batch's figures: its run page's (webapp.runs.figures) and its grading panel's
-# (webapp.grading.figures), each stored by `recompute`.
-RUN_FIGURES = Derived(kind="run_figures", task=RUN_FIGURES_TASK, model=BatchFigures, sweep_sends=200,
+# (webapp.grading.figures), each its own feature's store, computed by one task in one pass over
+# the batch's advantages (`recompute_pass`, webapp.advantages.services.batch_figures_refresh).
+RUN_FIGURES = Derived(kind="run_figures", task=BATCH_FIGURES_TASK, model=BatchFigures, sweep_sends=200,
                       waiting="recompute not queued, the sweep sends it again")
-GRADING_PANEL = Derived(kind="grading_panel", task=GRADING_PANEL_TASK, model=GradingPanel, sweep_sends=200,
+GRADING_PANEL = Derived(kind="grading_panel", task=BATCH_FIGURES_TASK, model=GradingPanel, sweep_sends=200,
                         waiting="recompute not queued, the sweep sends it again")
+BATCH_FIGURES = (RUN_FIGURES, GRADING_PANEL)
 DERIVED_KINDS = (RENDERS, SEARCH_INDEX, AUDIT_FIGURES, RUN_FIGURES, GRADING_PANEL)
 # How much of a failed recompute's reason its row keeps.
 FAILURE_CHARS = 2000
@@ -105,15 +104,18 @@ def _rows_of(work: Derived, key) -> QuerySet:
 
 
 def send_derived(work: Derived, key=None, *, countdown: float | None = None) -> bool:
-    """Send the recompute of `key` (a kind of one message: no key) and record when; False when
-    the broker refused (logged, saying what waits: the kind's sweep or first use makes up for it)."""
+    """Send the recompute of `key` (a kind of one message: no key) and record when, for every
+    kind its task recomputes; False when the broker refused (logged, saying what waits: the
+    kind's sweep or first use makes up for it)."""
     try:
         send(work.task, [{} if work.key is None else {work.key: key}], queue=DERIVED, countdown=countdown)
     except BrokerUnavailable as error:
         log.warning("%s%s: %s: %s", work.kind, "" if work.key is None else f" {work.key}={key}", work.waiting, error)
         return False
-    if work.model is not None and work.key is not None:
-        _rows_of(work, key).update(sent_at=timezone.now())
+    now = timezone.now()
+    for kind in DERIVED_KINDS:
+        if kind.task == work.task and kind.model is not None and kind.key is not None:
+            _rows_of(kind, key).update(sent_at=now)
     return True
 
 
@@ -131,6 +133,14 @@ def mark_requested(work: Derived, rows: QuerySet, *, key=None, new: Sequence[Mod
     requests while one is pending send one message. `again`: those requested already are
     requested now, so that a recompute already queued or running, which may have read the data
     before the write that asks, runs again (`recomputed`). True if a message is to go."""
+    newly = _requested(work, rows, new=new, again=again)
+    if newly:
+        send_derived_after_commit(work, key)
+    return newly
+
+
+def _requested(work: Derived, rows: QuerySet, *, new: Sequence[Model], again: bool) -> bool:
+    """`mark_requested`'s marks, without its message: True if one of `rows` was not requested."""
     now = timezone.now()
     with transaction.atomic():
         if new:
@@ -138,8 +148,6 @@ def mark_requested(work: Derived, rows: QuerySet, *, key=None, new: Sequence[Mod
         newly = rows.filter(requested_at=None).update(requested_at=now)
         if again:
             rows.filter(requested_at__lt=now).update(requested_at=now)
-    if newly:
-        send_derived_after_commit(work, key)
     return bool(newly)
 
 
@@ -161,31 +169,93 @@ def recomputed(work: Derived, started: datetime, key=None, **fields) -> bool:
     return again
 
 
-def recompute(work: Derived, key, compute: Callable[[], dict | None]) -> None:
-    """In a worker: store `key`'s row as `compute()` gives its fields (None: nothing to store, its
-    subject is gone), unless it was computed since it was last requested (a message sent
-    twice), and clear the requests it answers (`recomputed`). A compute that raises DataChanged
-    runs again after `repeat_after_s`; one that fails records why in the row's `error`, which
-    keeps its previous figures. For a store of one row per key with `computed_at` and `error`."""
+class Reducer(Protocol):
+    """One kind's row, computed from a pass over data shared with other kinds, a piece at a time."""
+
+    def add(self, piece) -> None: ...
+
+    def fields(self) -> dict:
+        """The row's fields, once every piece was added."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """A kind computed in a pass over shared data (`recompute_pass`): the kind, and its
+    reducer, started from the pass's subject."""
+
+    work: Derived
+    reducer: Callable[[Any], Reducer]
+
+
+def recompute_pass(key, parts: Sequence[Part], source: Callable[[], tuple[Any, Iterable] | None]) -> None:
+    """In a worker: recompute `key`'s rows of the `parts` requested since they were last computed
+    (not those computed since: a message sent twice), in one pass over the pieces that `source()`
+    gives with its subject (None: the subject is gone, nothing to store), and store each as its
+    reducer's `fields()` give, clearing the requests it answers (`recomputed`). A part whose
+    reducer raises DataChanged runs again after `repeat_after_s`; one that fails records why in
+    its row's `error`, which keeps its previous figures; either way the others go on. For
+    stores of one row per key with `computed_at` and `error`."""
     started = timezone.now()
-    asked = _rows_of(work, key).values_list("requested_at", "computed_at").first()
-    if asked is not None and asked[0] is None and asked[1] is not None:
+    due = [part for part in parts if not _answered(part.work, key)]
+    if not due:
         return
     try:
-        fields = compute()
+        opened = source()
+    except Exception as error:  # the data of every part
+        for part in due:
+            _failed(part.work, key, started, error)
+        return
+    if opened is None:
+        return
+    subject, pieces = opened
+    reducers = {}
+    for part in due:
+        ok, reducer = _guarded(part.work, key, started, part.reducer, subject)
+        if ok:
+            reducers[part] = reducer
+    try:
+        for piece in pieces:
+            for part, reducer in list(reducers.items()):
+                if not _guarded(part.work, key, started, reducer.add, piece)[0]:
+                    del reducers[part]
+            if not reducers:
+                return
+    except Exception as error:  # reading the pieces: the data of every part still in the pass
+        for part in reducers:
+            _failed(part.work, key, started, error)
+        return
+    for part, reducer in reducers.items():
+        ok, fields = _guarded(part.work, key, started, reducer.fields)
+        if ok:
+            part.work.model.objects.update_or_create(**{part.work.key: key}, defaults={
+                **fields, "computed_at": timezone.now(), "error": ""})
+            recomputed(part.work, started, key)
+
+
+def _answered(work: Derived, key) -> bool:
+    """Whether `key`'s row was computed since it was last requested."""
+    asked = _rows_of(work, key).values_list("requested_at", "computed_at").first()
+    return asked is not None and asked[0] is None and asked[1] is not None
+
+
+def _guarded(work: Derived, key, started: datetime, step: Callable, *args) -> tuple[bool, Any]:
+    """`step(*args)` for one part of a pass: (True, what it returned), or (False, None) when it
+    raised: DataChanged sends the part's recompute again after `repeat_after_s`, any other
+    error is recorded in its row."""
+    try:
+        return True, step(*args)
     except DataChanged:
         send_derived(work, key, countdown=work.repeat_after_s)
-        return
-    except Exception as error:  # one key's failure must not hide the others' figures
-        log.exception("%s %s=%s failed", work.kind, work.key, key)
-        recomputed(work, started, key, error=f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"
-                   [:FAILURE_CHARS])
-        return
-    if fields is None:
-        return
-    work.model.objects.update_or_create(**{work.key: key}, defaults={**fields, "computed_at": timezone.now(),
-                                                                     "error": ""})
-    recomputed(work, started, key)
+    except Exception as error:  # one part's failure must not hide the others' figures
+        _failed(work, key, started, error)
+    return False, None
+
+
+def _failed(work: Derived, key, started: datetime, error: Exception) -> None:
+    """Record why `key`'s recompute failed in its row (called while handling `error`)."""
+    log.exception("%s %s=%s failed", work.kind, work.key, key)
+    recomputed(work, started, key, error=f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"
+               [:FAILURE_CHARS])
 
 
 def sweep_derived(work: Derived) -> int:
@@ -241,11 +311,16 @@ def figures_stale(batch_id: int, kinds: tuple[str, ...], version: str | None = N
 def batch_figures_stale(batch_id: int) -> None:
     """After a write that changes what a batch's figures are computed from (an import, a
     grading, a human ranking, its advantage config): once it commits, request its run page's
-    and its grading panel's (the pages show the previous ones as updating): grading a step's
-    groups sends one message of each while its recompute is pending."""
-    for work in (RUN_FIGURES, GRADING_PANEL):
-        mark_stale(work, work.model.objects.filter(batch_id=batch_id), key=batch_id,
-                   new=[work.model(batch_id=batch_id)])
+    and its grading panel's (the pages show the previous ones as updating), and send their one
+    task if one of them was not requested already: grading a step's groups sends one message
+    while its recompute is pending."""
+    def request() -> None:
+        newly = [_requested(work, work.model.objects.filter(batch_id=batch_id), new=[work.model(batch_id=batch_id)],
+                            again=True) for work in BATCH_FIGURES]
+        if any(newly):
+            send_derived_after_commit(RUN_FIGURES, batch_id)
+
+    on_commit_derived(request)
 
 
 # --- after the transaction's other messages ------------------------------------------------

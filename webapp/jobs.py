@@ -43,8 +43,7 @@ RENDER_TASK = "workers.tasks.render"  # on the derived queue
 SEARCH_INDEX_TASK = "workers.tasks.search_index"  # on the derived queue
 AUDIT_FIGURES_TASK = "workers.tasks.audit_figures"  # on the derived queue
 EVIDENCE_TASK = "workers.tasks.evidence"  # on the cpu queue
-RUN_FIGURES_TASK = "workers.tasks.run_figures"  # on the derived queue
-GRADING_PANEL_TASK = "workers.tasks.grading_panel"  # on the derived queue
+BATCH_FIGURES_TASK = "workers.tasks.batch_figures"  # on the derived queue
 
 # Celery's Django fixup closes every database connection before and after each task, whatever
 # CONN_MAX_AGE says, unless this is set: then only once every this many tasks, and the handlers

@@ -241,8 +241,7 @@ WORK_DEFAULTS = {
     "RENDER": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100},
     "SEARCH": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100},
     "AUDIT_FIGURES": {"SOFT_TIME_LIMIT": 1800, "TIME_LIMIT": 2100},
-    "RUN_FIGURES": {"SOFT_TIME_LIMIT": 600, "TIME_LIMIT": 660},
-    "GRADING_PANEL": {"SOFT_TIME_LIMIT": 600, "TIME_LIMIT": 660},
+    "RUN_FIGURES": {"SOFT_TIME_LIMIT": 600, "TIME_LIMIT": 660},  # a batch's figures, the grading panel's too
     "SWEEP": {"SOFT_TIME_LIMIT": 300, "TIME_LIMIT": 360},
     # A group's evidence pass: SECONDS of runs, RUNS runs and EXISTING_FILES of the codebase's
     # test files at most (grading.execution.GroupBudget), within its task's time limits.

@@ -24,11 +24,11 @@ from celery.signals import worker_init
 from django.db import InterfaceError, OperationalError
 
 from grading.sandbox import SandboxConfigError
+from webapp.advantages.services import batch_figures_refresh
 from webapp.audit.services import figures_refresh
 from webapp.derived import (
     AUDIT_FIGURES,
     DERIVED_KINDS,
-    GRADING_PANEL,
     RENDERS,
     RUN_FIGURES,
     SEARCH_INDEX,
@@ -37,11 +37,11 @@ from webapp.derived import (
 )
 from webapp.evidence.services import OVER, evidence_check_sandbox, evidence_process, evidence_sweep
 from webapp.exports.services import export_build, exports_sweep
-from webapp.grading.services import gradings_release, gradings_sweep, panel_refresh
+from webapp.grading.services import PANEL, gradings_release, gradings_sweep
 from webapp.grading.worker import gradings_process
 from webapp.html.renders import batch_render, renders_sweep
 from webapp.jobs import EVIDENCE_TASK, EXPORT_TASK, GRADE_TASK, SWEEP_TASK, app
-from webapp.runs.services import figures_refresh as run_figures_refresh
+from webapp.runs.services import FIGURES as STEP_FIGURES
 from webapp.search.services import batch_index
 from webapp.work import time_limits
 
@@ -114,18 +114,12 @@ def audit_figures() -> None:
     figures_refresh()
 
 
-@app.task(**derived(RUN_FIGURES))
+@app.task(**derived(RUN_FIGURES))  # GRADING_PANEL's task too (webapp/derived.py: they share it)
 @fails_alone
-def run_figures(*, batch_id: int) -> None:
-    """Recompute a batch's figures for its run page's step if requested."""
-    run_figures_refresh(batch_id)
-
-
-@app.task(**derived(GRADING_PANEL))
-@fails_alone
-def grading_panel(*, batch_id: int) -> None:
-    """Recompute a batch's grading panel figures if requested."""
-    panel_refresh(batch_id)
+def batch_figures(*, batch_id: int) -> None:
+    """Recompute a batch's requested figures, its run page's and its grading panel's, in one
+    pass over its advantages."""
+    batch_figures_refresh(batch_id, (STEP_FIGURES, PANEL))
 
 
 @app.task(name=EVIDENCE_TASK, **time_limits("evidence"), **RETRY_ON_DATABASE_ERRORS)

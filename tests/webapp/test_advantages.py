@@ -10,9 +10,9 @@ from tests.webapp.annotationdata import group_rows
 from webapp.advantages.chunks import (
     AdvantageChunk,
     AdvantageHistogram,
+    MixedAdvantages,
     TrajectoryColumns,
     advantage_chunk,
-    advantage_histogram,
 )
 from webapp.advantages.config import DEFAULT_CONFIG, parse_advantage_config
 from webapp.advantages.selectors import advantage_chunks, advantage_rows, trajectory_columns
@@ -145,6 +145,13 @@ def histogram_of_rows(rows: list[dict], *, bins: int) -> AdvantageHistogram:
     edges = np.linspace(low, high, bins + 1)
     return AdvantageHistogram(edges=edges.tolist(), before=np.histogram(before, edges)[0].tolist(),
                               after=np.histogram(after, edges)[0].tolist(), n=len(mixed))
+
+
+def advantage_histogram(chunks, *, bins: int = 16) -> AdvantageHistogram:
+    gathered = MixedAdvantages()
+    for chunk in chunks:
+        gathered.add(chunk)
+    return gathered.histogram(bins=bins)
 
 
 def test_the_histogram_counts_mixed_trajectories_before_and_after(graded):

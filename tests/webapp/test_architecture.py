@@ -79,7 +79,8 @@ def test_the_web_app_never_imports_the_workers():
 def test_workers_call_services_and_the_job_definitions_only():
     allowed = ("webapp.grading.services", "webapp.grading.worker", "webapp.exports.services", "webapp.jobs",
                "webapp.work", "webapp.derived", "webapp.html.renders", "webapp.search.services",
-               "webapp.audit.services", "webapp.runs.services", "webapp.evidence.services")
+               "webapp.audit.services", "webapp.runs.services", "webapp.evidence.services",
+               "webapp.advantages.services")
     bad = {str(path): sorted(n for n in names if under(n, "webapp") and not under(n, *allowed))
            for path, names in modules("workers")}
     assert {path: names for path, names in bad.items() if names} == {}

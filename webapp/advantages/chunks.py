@@ -1,10 +1,10 @@
 """The advantages of whole groups, computed from their trajectories, rankings and config
 with no database: `advantage_chunk` gives them as columns (`AdvantageChunk`), and its
 rows are the table's rows (ROW_FIELDS), made only at the edge that needs a dict per
-trajectory; `advantage_histogram` sums the chunks' columns up for the grading panel."""
+trajectory; `MixedAdvantages` gathers the chunks' columns for the grading panel's histogram."""
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -276,28 +276,35 @@ class AdvantageHistogram:
     n: int
 
 
-def advantage_histogram(chunks: Iterable[AdvantageChunk], *, bins: int = 16) -> AdvantageHistogram:
-    """Distribution of the advantages of the mixed groups' trajectories of `chunks`, before
-    (`grpo_advantage`) and after (`advantage`) redistribution; the other groups' advantages are
-    all zero. Reads the chunks one at a time and keeps only those two columns of their mixed
-    trajectories, so a batch's chunks can stream through it."""
-    before, after = [], []
-    for chunk in chunks:
+class MixedAdvantages:
+    """The advantages of the mixed groups' trajectories, before (`grpo_advantage`) and after
+    (`advantage`) redistribution, gathered a chunk at a time (the other groups' advantages are
+    all zero): only those two columns of the mixed trajectories are kept, so a batch's chunks
+    can stream through it."""
+
+    def __init__(self) -> None:
+        self.before: list[np.ndarray] = []
+        self.after: list[np.ndarray] = []
+
+    def add(self, chunk: AdvantageChunk) -> None:
         mixed = np.asarray([label == "mixed" for label in chunk.label], dtype=bool)[chunk.group_index]
-        before.append(chunk.grpo_advantage[mixed])
-        after.append(chunk.advantage[mixed])
-    before_all = np.concatenate(before) if before else np.zeros(0)
-    after_all = np.concatenate(after) if after else np.zeros(0)
-    if not before_all.size:
-        return AdvantageHistogram(edges=[], before=[], after=[], n=0)
-    low = float(min(before_all.min(), after_all.min()))
-    high = float(max(before_all.max(), after_all.max()))
-    if high - low < 1e-9:
-        low, high = low - 0.5, high + 0.5
-    edges = np.linspace(low, high, bins + 1)
-    return AdvantageHistogram(
-        edges=edges.tolist(),
-        before=np.histogram(before_all, edges)[0].tolist(),
-        after=np.histogram(after_all, edges)[0].tolist(),
-        n=int(before_all.size),
-    )
+        self.before.append(chunk.grpo_advantage[mixed])
+        self.after.append(chunk.advantage[mixed])
+
+    def histogram(self, *, bins: int = 16) -> AdvantageHistogram:
+        """Their distribution, before and after, over shared edges."""
+        before = np.concatenate(self.before) if self.before else np.zeros(0)
+        after = np.concatenate(self.after) if self.after else np.zeros(0)
+        if not before.size:
+            return AdvantageHistogram(edges=[], before=[], after=[], n=0)
+        low = float(min(before.min(), after.min()))
+        high = float(max(before.max(), after.max()))
+        if high - low < 1e-9:
+            low, high = low - 0.5, high + 0.5
+        edges = np.linspace(low, high, bins + 1)
+        return AdvantageHistogram(
+            edges=edges.tolist(),
+            before=np.histogram(before, edges)[0].tolist(),
+            after=np.histogram(after, edges)[0].tolist(),
+            n=int(before.size),
+        )

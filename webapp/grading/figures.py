@@ -1,7 +1,8 @@
 """The grading panel's figures of one batch: what the batch page's grading panel shows.
 
 Computed by a worker after each change of the batch (webapp/derived.py `batch_figures_stale`, the
-kind `derived.GRADING_PANEL`, webapp.grading.services.panel_refresh) and stored (`GradingPanel`);
+kind `derived.GRADING_PANEL`: `PanelFigures` reduces the batch's advantages in the pass that
+computes its run page's figures too, webapp.grading.services.PANEL) and stored (`GradingPanel`);
 the panel only reads them (webapp.grading.selectors). Over the whole batch, the grader's
 rankings included: computed UNRESTRICTED, and shown only to a viewer who may see every ranking
 of the batch (`Viewer.require_whole`).
@@ -18,30 +19,37 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Iterator
 
 from django.db.models import Count
 
-from webapp.advantages.chunks import AdvantageChunk, advantage_histogram
-from webapp.advantages.config import parse_advantage_config
-from webapp.advantages.selectors import advantage_chunks
+from webapp.advantages.chunks import AdvantageChunk, MixedAdvantages
+from webapp.advantages.config import AdvantageConfig
 from webapp.models import Batch, Grading, GradingRun, Group
-from webapp.rankings import UNRESTRICTED
 
 RUNS_SHOWN, FAILURES_SHOWN = 5, 50  # the panel's latest runs, and failures listed per run
 FLAGGED_SHOWN = 10
 
 
-def batch_panel(batch_id: int) -> dict:
-    """The batch's grading panel figures, as the module's docstring says."""
-    batch = Batch.objects.get(pk=batch_id)
-    config = parse_advantage_config(batch.advantage_config)
-    capped = _Capped(config.flag_names)
-    histogram = advantage_histogram(capped.counted(advantage_chunks(batch, viewer=UNRESTRICTED, config=config)))
-    mixed = Group.objects.filter(batch=batch, label=Group.Label.MIXED).count()
-    return {"histogram": dataclasses.asdict(histogram),
+class PanelFigures:
+    """The batch's grading panel figures, as the module's docstring says, reduced from the
+    batch's advantage chunks a chunk at a time (`derived.Reducer`)."""
+
+    def __init__(self, batch: Batch, config: AdvantageConfig) -> None:
+        self.batch = batch
+        self.capped = _Capped(config.flag_names)
+        self.mixed_advantages = MixedAdvantages()
+
+    def add(self, chunk: AdvantageChunk) -> None:
+        self.capped.add(chunk)
+        self.mixed_advantages.add(chunk)
+
+    def fields(self) -> dict:
+        mixed = Group.objects.filter(batch=self.batch, label=Group.Label.MIXED).count()
+        capped = self.capped
+        return {"figures": {
+            "histogram": dataclasses.asdict(self.mixed_advantages.histogram()),
             "flagged": {"rows": capped.rows, "more": max(capped.n - FLAGGED_SHOWN, 0), "n": capped.n},
-            "grading": grading_progress(batch, mixed=mixed)}
+            "grading": grading_progress(self.batch, mixed=mixed)}}
 
 
 def grading_progress(batch: Batch, *, mixed: int, runs: int = RUNS_SHOWN, failures: int = FAILURES_SHOWN) -> dict:
@@ -61,22 +69,19 @@ def grading_progress(batch: Batch, *, mixed: int, runs: int = RUNS_SHOWN, failur
 
 
 class _Capped:
-    """The ranked trajectories carrying a flag the config caps, counted as the chunks go by on
-    their way to the histogram: one pass over the batch, a chunk at a time."""
+    """The ranked trajectories carrying a flag the config caps, counted a chunk at a time."""
 
     def __init__(self, names) -> None:
         self.names = set(names)
         self.rows: list[dict] = []  # the first FLAGGED_SHOWN
         self.n = 0
 
-    def counted(self, chunks: Iterable[AdvantageChunk]) -> Iterator[AdvantageChunk]:
-        for chunk in chunks:
-            for i, names in chunk.flags.items():
-                if chunk.rank[i] and self.names.intersection(names):
-                    self.n += 1
-                    if len(self.rows) < FLAGGED_SHOWN:
-                        self.rows.append(_capped_row(chunk, i))
-            yield chunk
+    def add(self, chunk: AdvantageChunk) -> None:
+        for i, names in chunk.flags.items():
+            if chunk.rank[i] and self.names.intersection(names):
+                self.n += 1
+                if len(self.rows) < FLAGGED_SHOWN:
+                    self.rows.append(_capped_row(chunk, i))
 
 
 def _capped_row(chunk: AdvantageChunk, i: int) -> dict:

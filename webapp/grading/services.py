@@ -41,10 +41,11 @@ from django.utils import timezone
 
 from grading.profiles import QUEUES, Profile, ProfileError, load_profiles
 from webapp import derived, work
+from webapp.advantages.services import batch_figures_refresh
 from webapp.bulk import insert_rows
 from webapp.evidence.services import PENDING, evidence_launch, evidence_off_reason
 from webapp.grading import sql
-from webapp.grading.figures import batch_panel
+from webapp.grading.figures import PanelFigures
 from webapp.jobs import GPU, GRADE_TASK
 from webapp.models import Batch, Grading, GradingRun, Group
 
@@ -178,15 +179,14 @@ def gradings_sweep(*, resend_after: float | None = None) -> work.Sweep:
     return work.sweep(GRADINGS, resend_after=resend_after)
 
 
-def panel_refresh(batch_id: int) -> None:
-    """Compute the grading panel's figures of batch `batch_id` and store them (a worker's task,
-    the kind `derived.GRADING_PANEL`: `derived.recompute` says what a failure or a write meanwhile does)."""
-    def compute() -> dict | None:
-        if not Batch.objects.filter(pk=batch_id).exists():
-            return None  # deleted since it was asked for
-        return {"figures": batch_panel(batch_id)}
+# The grading panel's figures, its part of a batch's figures pass (`derived.GRADING_PANEL`).
+PANEL = derived.Part(derived.GRADING_PANEL, lambda subject: PanelFigures(*subject))
 
-    derived.recompute(derived.GRADING_PANEL, batch_id, compute)
+
+def panel_refresh(batch_id: int) -> None:
+    """Compute the grading panel's figures of batch `batch_id` alone and store them (the worker
+    computes them with the run page's, in one pass: webapp.advantages.services.batch_figures_refresh)."""
+    batch_figures_refresh(batch_id, (PANEL,))
 
 
 def grading_run_cancel(*, run: GradingRun, user) -> int:

@@ -1,7 +1,8 @@
 """The figures of one batch, a run's step: what the run page charts.
 
 Computed by a worker after each change of the batch (webapp/derived.py `batch_figures_stale`, the
-kind `derived.RUN_FIGURES`) and stored (`BatchFigures`); pages only read them. Every figure is
+kind `derived.RUN_FIGURES`: `RunFigures` reduces the batch's advantages in the pass that computes
+its grading panel's figures too) and stored (`BatchFigures`); pages only read them. Every figure is
 over the whole batch, the grader's rankings included: computed UNRESTRICTED, and shown only to
 a viewer who may see every ranking of the batch (`Viewer.require_whole`).
 
@@ -33,6 +34,7 @@ a viewer who may see every ranking of the batch (`Viewer.require_whole`).
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import numpy as np
@@ -40,11 +42,9 @@ from django.db import connection
 
 from grading.rankings import FLAGS
 from webapp import derived
-from webapp.advantages.chunks import MISSING_SCORES, RANKING_MISMATCH
-from webapp.advantages.config import parse_advantage_config
-from webapp.advantages.selectors import advantage_chunks
+from webapp.advantages.chunks import MISSING_SCORES, RANKING_MISMATCH, AdvantageChunk
+from webapp.advantages.config import AdvantageConfig
 from webapp.models import Batch, Grading, Group, RunStep, Trajectory
-from webapp.rankings import UNRESTRICTED
 from webapp.triage import DISPUTED, REVIEWED, flag_names
 
 LENGTHS = ("lines", "num_turns", "output_tokens")
@@ -97,77 +97,88 @@ def stats(values) -> dict:
     return {"median": float(median), "p90": float(p90), "n": int(a.size)}
 
 
-def batch_figures(batch_id: int) -> dict:
-    """The measures of the batch, as the module's docstring says."""
-    batch = Batch.objects.get(pk=batch_id)
-    config = parse_advantage_config(batch.advantage_config)
-    groups = {pk: row for pk, *row in Group.objects.filter(batch=batch).values_list(
-        "pk", "group_id", "label", "grader_top_flags", "agreement", "human_disagrees", "review_state")}
-    pk_of = {row[0]: pk for pk, row in groups.items()}
-    columns = trajectory_columns(batch.pk)
-    at = 0  # where the chunk's trajectories start in `columns`
+class RunFigures:
+    """The measures of the batch, as the module's docstring says, reduced from the batch's
+    advantage chunks a chunk at a time (`derived.Reducer`); its fields are the step's stored
+    figures (`measures`, with `compute_s`: the seconds from its start to its end), less their
+    flat `series`, which the runs services add."""
 
-    lengths = {name: {part: [] for part in PARTS} for name in LENGTHS}
-    moved = total = 0.0
-    ranked_count = 0  # none: nothing was ranked, so no mass was moved or kept: no value, not 0
-    factors: list[np.ndarray] = []
-    flagged, lucky, human, unusable = Counter(), 0, set(), set()
-    for chunk in advantage_chunks(batch, viewer=UNRESTRICTED, config=config):
-        group_pks = [pk_of[g] for g in chunk.group_ids]
+    def __init__(self, batch: Batch, config: AdvantageConfig) -> None:
+        self.begun = time.monotonic()
+        self.batch, self.config = batch, config
+        self.groups = {pk: row for pk, *row in Group.objects.filter(batch=batch).values_list(
+            "pk", "group_id", "label", "grader_top_flags", "agreement", "human_disagrees", "review_state")}
+        self.pk_of = {row[0]: pk for pk, row in self.groups.items()}
+        self.columns = trajectory_columns(batch.pk)
+        self.at = 0  # where the next chunk's trajectories start in `columns`
+        self.lengths = {name: {part: [] for part in PARTS} for name in LENGTHS}
+        self.moved = self.total = 0.0
+        self.ranked_count = 0  # none: nothing was ranked, so no mass was moved or kept: no value, not 0
+        self.factors: list[np.ndarray] = []
+        self.flagged, self.lucky, self.human, self.unusable = Counter(), 0, set(), set()
+
+    def add(self, chunk: AdvantageChunk) -> None:
+        group_pks = [self.pk_of[g] for g in chunk.group_ids]
         for g, (version, reason) in enumerate(zip(chunk.ranking_version, chunk.source_reason, strict=True)):
             if version and version.startswith("annotation:"):
-                human.add(group_pks[g])
+                self.human.add(group_pks[g])
             if reason in (RANKING_MISMATCH, MISSING_SCORES):
-                unusable.add(group_pks[g])
+                self.unusable.add(group_pks[g])
         passed, ranked = chunk.passed, chunk.rank > 0
-        ranked_count += int(ranked.sum())
-        moved += float(np.abs(chunk.advantage[passed] - chunk.grpo_advantage[passed]).sum())
-        total += float(np.abs(chunk.grpo_advantage[passed]).sum())
-        factors.append(chunk.factor[ranked & ~np.isnan(chunk.factor)])
+        self.ranked_count += int(ranked.sum())
+        self.moved += float(np.abs(chunk.advantage[passed] - chunk.grpo_advantage[passed]).sum())
+        self.total += float(np.abs(chunk.grpo_advantage[passed]).sum())
+        self.factors.append(chunk.factor[ranked & ~np.isnan(chunk.factor)])
         k = np.bincount(chunk.group_index, weights=ranked, minlength=len(chunk.group_ids))[chunk.group_index]
         third = np.ceil(k / 3)
         best = ranked & (k >= 2) & (chunk.rank <= third)
         worst = ranked & (k >= 2) & (chunk.rank > k - third)
-        here = slice(at, at + len(chunk))
-        at += len(chunk)
-        if at > len(columns["tested"]):
-            raise BatchChanged(f"batch {batch.name!r} gained trajectories while its figures were computed")
-        lucky += int((columns["tested"][here] & ~passed).sum())
+        here = slice(self.at, self.at + len(chunk))
+        self.at += len(chunk)
+        if self.at > len(self.columns["tested"]):
+            raise BatchChanged(f"batch {self.batch.name!r} gained trajectories while its figures were computed")
+        self.lucky += int((self.columns["tested"][here] & ~passed).sum())
         parts = {"passing": passed, "best": best, "worst": worst, "failing": ~passed}
         for name in LENGTHS:
-            values = columns[name][here]
+            values = self.columns[name][here]
             known = ~np.isnan(values)
             for part, chosen in parts.items():
-                lengths[name][part].append(values[chosen & known])
+                self.lengths[name][part].append(values[chosen & known])
         for names in chunk.flags.values():
-            flagged.update(names)
+            self.flagged.update(names)
 
-    if at != len(columns["tested"]):
-        raise BatchChanged(f"batch {batch.name!r} changed while its figures were computed")
-    labels = Counter(row[1] for row in groups.values())
-    n_groups = len(groups)
-    share = (lambda label: labels[label] / n_groups) if n_groups else (lambda label: None)
-    agreements = [row[3] for row in groups.values() if row[3] is not None]
-    all_factors = np.concatenate(factors) if factors else np.zeros(0)
-    return {
-        "trajectories": batch.n_trajectories, "passed": batch.n_passed,
-        "pass_rate": batch.n_passed / batch.n_trajectories if batch.n_trajectories else None,
-        "groups": n_groups, "labels": {label: labels[label] for label in Group.Label.values},
-        "mixed_share": share("mixed"), "all_pass_share": share("all_pass"), "all_fail_share": share("all_fail"),
-        "grading": grading_states(batch, groups, unusable),
-        "mass_moved": moved / total if total and ranked_count else None,
-        "factors": _percentiles(all_factors, (10, 50, 90), ("p10", "median", "p90")),
-        "lengths": {name: {part: stats(np.concatenate(values) if values else ()) for part, values in parts.items()}
-                    for name, parts in lengths.items()},
-        "top_flags": _top_flags(groups),
-        "flagged": {name: flagged[name] for name in FLAGS if flagged[name]},
-        "overrides": len(human), "lucky_passes": lucky,
-        "reviewed": sum(row[5] in (REVIEWED, DISPUTED) for row in groups.values()),
-        "agreement": float(np.mean(agreements)) if agreements else None, "agreement_n": len(agreements),
-        "disagreements": sum(bool(row[4]) for row in groups.values()),
-        "latency": latency(batch),
-        "config": config.as_dict(),
-    }
+    def fields(self) -> dict:
+        return {"measures": self.measures()}
+
+    def measures(self) -> dict:
+        batch, groups = self.batch, self.groups
+        if self.at != len(self.columns["tested"]):
+            raise BatchChanged(f"batch {batch.name!r} changed while its figures were computed")
+        labels = Counter(row[1] for row in groups.values())
+        n_groups = len(groups)
+        share = (lambda label: labels[label] / n_groups) if n_groups else (lambda label: None)
+        agreements = [row[3] for row in groups.values() if row[3] is not None]
+        all_factors = np.concatenate(self.factors) if self.factors else np.zeros(0)
+        return {
+            "trajectories": batch.n_trajectories, "passed": batch.n_passed,
+            "pass_rate": batch.n_passed / batch.n_trajectories if batch.n_trajectories else None,
+            "groups": n_groups, "labels": {label: labels[label] for label in Group.Label.values},
+            "mixed_share": share("mixed"), "all_pass_share": share("all_pass"), "all_fail_share": share("all_fail"),
+            "grading": grading_states(batch, groups, self.unusable),
+            "mass_moved": self.moved / self.total if self.total and self.ranked_count else None,
+            "factors": _percentiles(all_factors, (10, 50, 90), ("p10", "median", "p90")),
+            "lengths": {name: {part: stats(np.concatenate(values) if values else ()) for part, values in parts.items()}
+                        for name, parts in self.lengths.items()},
+            "top_flags": _top_flags(groups),
+            "flagged": {name: self.flagged[name] for name in FLAGS if self.flagged[name]},
+            "overrides": len(self.human), "lucky_passes": self.lucky,
+            "reviewed": sum(row[5] in (REVIEWED, DISPUTED) for row in groups.values()),
+            "agreement": float(np.mean(agreements)) if agreements else None, "agreement_n": len(agreements),
+            "disagreements": sum(bool(row[4]) for row in groups.values()),
+            "latency": latency(batch),
+            "config": self.config.as_dict(),
+            "compute_s": round(time.monotonic() - self.begun, 4),
+        }
 
 
 def grading_states(batch: Batch, groups: dict, unusable: set[int]) -> dict[str, int]:

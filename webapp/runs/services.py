@@ -11,7 +11,6 @@ client's retry) as a no-op.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,11 +20,12 @@ from django.db.models import Count
 from django.utils import timezone
 
 from webapp import derived
+from webapp.advantages.services import batch_figures_refresh
 from webapp.html.renders import renders_release
 from webapp.models import Batch, Run, RunStep, Trajectory, Transcript
 from webapp.models.runs import RUN_NAME_MAX_CHARS
 from webapp.names import name_problem
-from webapp.runs.figures import batch_figures
+from webapp.runs.figures import RunFigures
 from webapp.runs.selectors import series_row
 from webapp.search.services import index_delete
 
@@ -119,19 +119,22 @@ def step_answered(batch: Batch) -> None:
 
 # --- figures -------------------------------------------------------------------------------
 
+class StepFigures(RunFigures):
+    """A step's stored figures: its measures, and each chart line's value flat beside them."""
+
+    def fields(self) -> dict:
+        measures = self.measures()
+        return {"measures": measures, "series": series_row(measures)}
+
+
+# The run page's figures, its part of a batch's figures pass (`derived.RUN_FIGURES`).
+FIGURES = derived.Part(derived.RUN_FIGURES, lambda subject: StepFigures(*subject))
+
+
 def figures_refresh(batch_id: int) -> None:
-    """Compute the figures of batch `batch_id` for its run page and store them (a worker's task,
-    the kind `derived.RUN_FIGURES`: `derived.recompute` says what a failure or a write meanwhile does)."""
-    derived.recompute(derived.RUN_FIGURES, batch_id, lambda: _figures(batch_id))
-
-
-def _figures(batch_id: int) -> dict | None:
-    if not Batch.objects.filter(pk=batch_id).exists():
-        return None  # deleted since it was asked for
-    begun = time.monotonic()
-    measures = batch_figures(batch_id)
-    measures["compute_s"] = round(time.monotonic() - begun, 4)
-    return {"measures": measures, "series": series_row(measures)}
+    """Compute the run page's figures of batch `batch_id` alone and store them (the worker
+    computes them with the grading panel's, in one pass: webapp.advantages.services.batch_figures_refresh)."""
+    batch_figures_refresh(batch_id, (FIGURES,))
 
 
 # --- retention -----------------------------------------------------------------------------

@@ -158,14 +158,60 @@ def test_a_failed_recompute_keeps_the_previous_figures_and_says_why(tmp_path, mo
     before = BatchFigures.objects.get(batch=batch).measures
     BatchFigures.objects.filter(batch=batch).update(requested_at=timezone.now())
 
-    def broken(batch_id):
+    def broken(self):
         raise RuntimeError("a <b>bad</b> day")
 
-    monkeypatch.setattr("webapp.runs.services.batch_figures", broken)
+    monkeypatch.setattr("webapp.runs.figures.RunFigures.measures", broken)
     figures_refresh(batch.pk)
     row = BatchFigures.objects.get(batch=batch)
     assert row.measures == before and row.requested_at is None
     assert row.error.startswith("RuntimeError: a <b>bad</b> day")
+
+
+def test_the_worker_computes_a_batchs_run_page_and_grading_panel_figures_in_one_pass(
+        tmp_path, monkeypatch, django_capture_on_commit_callbacks):
+    """One read of the batch's advantages for both features' figures, each the same as computed
+    alone; a part that fails does so alone; one message asks for both."""
+    from webapp.advantages import services
+    from webapp.derived import GRADING_PANEL, batch_figures_stale
+    from webapp.grading.services import PANEL, panel_refresh
+    from webapp.models import GradingPanel
+    from webapp.runs.services import FIGURES
+
+    batch, _ = make_run(tmp_path, "r", steps=1)[0]
+    figures_refresh(batch.pk)
+    panel_refresh(batch.pk)
+    alone = (BatchFigures.objects.get(batch=batch).series, GradingPanel.objects.get(batch=batch).figures)
+
+    reads = []
+    chunks = services.advantage_chunks
+    monkeypatch.setattr(services, "advantage_chunks", lambda *a, **k: reads.append(1) or chunks(*a, **k))
+    sent = []
+    monkeypatch.setattr("webapp.derived.send", lambda task, messages, **kw: sent.append((task, messages)))
+    with django_capture_on_commit_callbacks(execute=True):
+        batch_figures_stale(batch.pk)
+    assert sent == [("workers.tasks.batch_figures", [{"batch_id": batch.pk}])]
+    assert all(work.model.objects.get(batch=batch).sent_at for work in (RUN_FIGURES, GRADING_PANEL))
+    services.batch_figures_refresh(batch.pk, (FIGURES, PANEL))
+    assert reads == [1]
+    assert (BatchFigures.objects.get(batch=batch).series, GradingPanel.objects.get(batch=batch).figures) == alone
+    assert not BatchFigures.objects.get(batch=batch).requested_at and not GradingPanel.objects.get(
+        batch=batch).requested_at
+
+    services.batch_figures_refresh(batch.pk, (FIGURES, PANEL))  # the same message again: nothing to do
+    assert reads == [1]
+
+    def broken(self, chunk):
+        raise RuntimeError("the panel's bad day")
+
+    monkeypatch.setattr("webapp.grading.figures.PanelFigures.add", broken)
+    with django_capture_on_commit_callbacks(execute=True):
+        batch_figures_stale(batch.pk)
+    services.batch_figures_refresh(batch.pk, (FIGURES, PANEL))
+    figures, panel = BatchFigures.objects.get(batch=batch), GradingPanel.objects.get(batch=batch)
+    assert figures.error == "" and figures.requested_at is None and figures.series == alone[0]
+    assert panel.error.startswith("RuntimeError: the panel's bad day") and panel.figures == alone[1]
+    assert reads == [1, 1]
 
 
 def test_the_sweep_sends_again_what_was_requested_long_ago_and_not_sent_since(tmp_path, monkeypatch):
