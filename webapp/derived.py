@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from django.db import transaction
-from django.db.models import F, Model, Q, QuerySet
+from django.db.models import Case, DateTimeField, F, Model, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from webapp.jobs import AUDIT_FIGURES_TASK, BATCH_FIGURES_TASK, DERIVED, RENDER_TASK, SEARCH_INDEX_TASK
@@ -227,15 +227,28 @@ def recompute_pass(key, parts: Sequence[Part], source: Callable[[], tuple[Any, I
     for part, reducer in reducers.items():
         ok, fields = _guarded(part.work, key, started, reducer.fields)
         if ok:
-            part.work.model.objects.update_or_create(**{part.work.key: key}, defaults={
-                **fields, "computed_at": timezone.now(), "error": ""})
-            recomputed(part.work, started, key)
+            _stored(part.work, key, started, fields)
 
 
 def _answered(work: Derived, key) -> bool:
     """Whether `key`'s row was computed since it was last requested."""
     asked = _rows_of(work, key).values_list("requested_at", "computed_at").first()
     return asked is not None and asked[0] is None and asked[1] is not None
+
+
+def _stored(work: Derived, key, started: datetime, fields: dict) -> None:
+    """Store `key`'s row as recomputed from the data read from `started` on, and clear the
+    requests it answers in the same statement (`recomputed`, which a write's row usually
+    exists for: its mark made it); a request made since sends the recompute again."""
+    rows = _rows_of(work, key)
+    answered = Case(When(requested_at__lte=started, then=Value(None)), default=F("requested_at"),
+                    output_field=DateTimeField())
+    stored = {**fields, "computed_at": timezone.now(), "error": "", "requested_at": answered}
+    if not rows.update(**stored):  # computed before anything asked for it (a command, a test)
+        work.model.objects.bulk_create([work.model(**{work.key: key})], ignore_conflicts=True)
+        rows.update(**stored)
+    if rows.filter(work.due).exists():
+        send_derived(work, key, countdown=work.repeat_after_s)
 
 
 def _guarded(work: Derived, key, started: datetime, step: Callable, *args) -> tuple[bool, Any]:
