@@ -161,9 +161,14 @@ def recomputed(work: Derived, started: datetime, key=None, **fields) -> bool:
     """After a recompute of `key`'s rows that read its data from `started` on: clear their
     requests made until then (setting `fields` on them too); if one of them is requested still,
     by a write since, send the recompute again after `repeat_after_s`. True then."""
-    rows = _rows_of(work, key)
-    rows.filter(requested_at__lte=started).update(requested_at=None, **fields)
-    again = rows.filter(work.due).exists()
+    _rows_of(work, key).filter(requested_at__lte=started).update(requested_at=None, **fields)
+    return _repeated_if_requested(work, key)
+
+
+def _repeated_if_requested(work: Derived, key) -> bool:
+    """Send `key`'s recompute again after `repeat_after_s` if one of its rows is requested
+    still (by a write since the recompute read its data). True then."""
+    again = _rows_of(work, key).filter(work.due).exists()
     if again:
         send_derived(work, key, countdown=work.repeat_after_s)
     return again
@@ -237,9 +242,10 @@ def _answered(work: Derived, key) -> bool:
 
 
 def _stored(work: Derived, key, started: datetime, fields: dict) -> None:
-    """Store `key`'s row as recomputed from the data read from `started` on, and clear the
-    requests it answers in the same statement (`recomputed`, which a write's row usually
-    exists for: its mark made it); a request made since sends the recompute again."""
+    """Store `key`'s row as computed from the data read from `started` on, clearing the requests
+    it answers in the same UPDATE (as `recomputed` does). A write's mark made the row; one
+    computed before anything asked (a command, a test) is made first. A request made since
+    sends the recompute again."""
     rows = _rows_of(work, key)
     answered = Case(When(requested_at__lte=started, then=Value(None)), default=F("requested_at"),
                     output_field=DateTimeField())
@@ -247,8 +253,7 @@ def _stored(work: Derived, key, started: datetime, fields: dict) -> None:
     if not rows.update(**stored):  # computed before anything asked for it (a command, a test)
         work.model.objects.bulk_create([work.model(**{work.key: key})], ignore_conflicts=True)
         rows.update(**stored)
-    if rows.filter(work.due).exists():
-        send_derived(work, key, countdown=work.repeat_after_s)
+    _repeated_if_requested(work, key)
 
 
 def _guarded(work: Derived, key, started: datetime, step: Callable, *args) -> tuple[bool, Any]:

@@ -178,8 +178,7 @@ def due(work: Claimed, rows: QuerySet) -> QuerySet:
 def claim(work: Claimed, pks: Sequence[int], token: str, now: datetime, **fields) -> int:
     """Claim the queued ones among `pks` that wait for nothing under `token` (with `fields` set
     too); how many. Those that wait stay queued: what they wait for sends them once it ends."""
-    held = waiting(work, pks)
-    return work.model.objects.filter(pk__in=[pk for pk in pks if pk not in held], status=QUEUED).update(
+    return due(work, work.model.objects.filter(pk__in=list(pks), status=QUEUED)).update(
         status=RUNNING, claim_token=token, claimed_at=now, lease_expires_at=lease_expiry(work, now),
         attempts=F("attempts") + 1, **fields)
 

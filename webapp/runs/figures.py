@@ -99,9 +99,9 @@ def stats(values) -> dict:
 
 class RunFigures:
     """The measures of the batch, as the module's docstring says, reduced from the batch's
-    advantage chunks a chunk at a time (`derived.Reducer`); its fields are the step's stored
-    figures (`measures`, with `compute_s`: the seconds from its start to its end), less their
-    flat `series`, which the runs services add."""
+    advantage chunks a chunk at a time (`add`), with `compute_s`: the seconds from its start to
+    its `measures()`. The runs services make it a `derived.Reducer` (webapp.runs.services.StepFigures),
+    adding each chart line's value flat beside the measures."""
 
     def __init__(self, batch: Batch, config: AdvantageConfig) -> None:
         self.begun = time.monotonic()
@@ -146,9 +146,6 @@ class RunFigures:
                 self.lengths[name][part].append(values[chosen & known])
         for names in chunk.flags.values():
             self.flagged.update(names)
-
-    def fields(self) -> dict:
-        return {"measures": self.measures()}
 
     def measures(self) -> dict:
         batch, groups = self.batch, self.groups
